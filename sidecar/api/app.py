@@ -1,0 +1,64 @@
+"""The Flask app factory."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, request
+
+from sidecar.api import routes_health, routes_search
+from sidecar.api.auth import check_bearer
+from sidecar.api.errors import register_error_handlers
+from sidecar.api.metrics import Metrics
+from sidecar.errors import ConfigurationError
+from sidecar.resources import Resources, start_resources
+from sidecar.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+# Routes that answer without the API key (load balancers and scrapers call them).
+PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "health.metrics", "static"})
+# Blueprints that protect themselves with another key (the moderator pages).
+SELF_AUTHENTICATED_PREFIXES = ("moderation.",)
+
+
+def create_app(settings: Settings | None = None, resources: Resources | None = None) -> Flask:
+    """Build the app. Resources are attached here, at start-up, never at import time.
+
+    Tests pass ready-made ``resources`` (e.g. with a dummy embedder); production builds them from
+    the settings, which starts or joins the database and Redis and loads the models.
+    """
+    settings = settings or (resources.settings if resources else load_settings())
+    if settings.api_key is None:
+        raise ConfigurationError(
+            "SIDECAR_API_KEY is not set: every /v1 route needs a key "
+            "(`make run` generates one for the embedded mode)"
+        )
+    api_key = settings.api_key.get_secret_value()
+    resources = resources or start_resources(settings)
+
+    app = Flask("sidecar")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["sidecar"] = resources
+    metrics = Metrics()
+    app.extensions["sidecar_metrics"] = metrics
+    register_error_handlers(app)
+
+    @app.before_request
+    def _authenticate() -> None:
+        endpoint = request.endpoint or ""
+        if endpoint in PUBLIC_ENDPOINTS or endpoint.startswith(SELF_AUTHENTICATED_PREFIXES):
+            return
+        # Unknown URLs are authenticated too, so probing reveals nothing without the key.
+        check_bearer(api_key)
+
+    @app.after_request
+    def _count(response: Response) -> Response:
+        route = request.url_rule.rule if request.url_rule else "unmatched"
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        return response
+
+    app.register_blueprint(routes_health.bp)
+    app.register_blueprint(routes_search.bp)
+    return app

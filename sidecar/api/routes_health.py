@@ -1,0 +1,75 @@
+"""Health, readiness, the OpenAPI description and Prometheus metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+from flask.typing import ResponseReturnValue
+
+from sidecar import __version__
+from sidecar.api.context import get_metrics, get_resources
+from sidecar.api.openapi import build_spec, documented
+
+bp = Blueprint("health", __name__)
+
+
+def _model_info() -> dict[str, Any]:
+    res = get_resources()
+    info: dict[str, Any] = {
+        "embedder": {"name": res.model.name, "model_id": res.model.id,
+                     "dimensions": res.model.dimensions, "provider": res.embedder.provider},
+        "reranker": None,
+    }
+    if res.reranker is not None:
+        info["reranker"] = {"name": res.reranker.name, "provider": res.reranker.provider}
+    elif res.reranker_error:
+        info["reranker"] = {"error": res.reranker_error}
+    return info
+
+
+@bp.get("/v1/health")
+@documented(path="/v1/health", method="get", tag="operations", auth=None,
+            summary="Liveness, version, and which models and execution providers are in use.")
+def health() -> ResponseReturnValue:
+    """The process is up; says what it runs on."""
+    res = get_resources()
+    return jsonify({
+        "status": "ok",
+        "version": __version__,
+        "database": "embedded" if res.urls.embedded_database else "external",
+        "redis": "embedded" if res.urls.embedded_redis else "external",
+        "pgvector": res.pgvector,
+        "models": _model_info(),
+    })
+
+
+@bp.get("/v1/ready")
+@documented(path="/v1/ready", method="get", tag="operations", auth=None,
+            summary="Readiness: 200 when the database and Redis answer, else 503.")
+def ready() -> ResponseReturnValue:
+    """Ready to serve: every dependency answers."""
+    res = get_resources()
+    checks = {"database": res.db.ping()}
+    try:
+        checks["redis"] = bool(res.redis.ping())
+    except Exception:  # readiness reports, it does not raise
+        checks["redis"] = False
+    ok = all(checks.values())
+    return jsonify({"ready": ok, "checks": checks}), 200 if ok else 503
+
+
+@bp.get("/v1/openapi.json")
+@documented(path="/v1/openapi.json", method="get", tag="operations",
+            summary="This API's OpenAPI 3.1 description.")
+def openapi() -> ResponseReturnValue:
+    """The OpenAPI document."""
+    return jsonify(build_spec("forum-rag-sidecar", __version__))
+
+
+@bp.get("/metrics")
+@documented(path="/metrics", method="get", tag="operations", auth=None,
+            content_type="text/plain", summary="Prometheus metrics.")
+def metrics() -> ResponseReturnValue:
+    """Prometheus exposition format."""
+    return Response(get_metrics().render(), mimetype="text/plain; version=0.0.4")

@@ -1,0 +1,38 @@
+"""`POST /v1/search`: hybrid, semantic or keyword search with topic aggregation."""
+
+from __future__ import annotations
+
+import time
+
+from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
+
+from sidecar.api.context import get_metrics, get_resources, parse_body
+from sidecar.api.openapi import documented
+from sidecar.api.schemas import SearchRequest, SearchResponse
+from sidecar.search import SearchOptions
+
+bp = Blueprint("search", __name__)
+
+
+@bp.post("/v1/search")
+@documented(path="/v1/search", method="post", tag="search", request=SearchRequest,
+            response=SearchResponse,
+            summary="Search public posts; one entry per topic, linked at post level.")
+def search() -> ResponseReturnValue:
+    """Run the search and return topics with their best post's excerpt and link."""
+    started = time.perf_counter()
+    body = parse_body(SearchRequest)
+    res = get_resources()
+    options = SearchOptions(mode=body.mode, strategy=body.strategy, topic_score=body.topic_score)
+    results, trace = res.search.search(body.query, body.limit, options)
+    get_metrics().observe_trace(trace)
+    return jsonify({
+        "query": res.search.check_query(body.query),
+        "mode": body.mode.value,
+        "strategy": body.strategy or res.settings.strategy,
+        "model": res.model.name,
+        "results": [r.as_dict(rank) for rank, r in enumerate(results, start=1)],
+        "trace": trace.as_list(),
+        "took_ms": round((time.perf_counter() - started) * 1000, 2),
+    })

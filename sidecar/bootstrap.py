@@ -1,0 +1,94 @@
+"""What `sidecar run` does before serving: key, model, schema, demo forum, embeddings, index."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from importlib import resources as pkg_resources
+from pathlib import Path
+
+import psycopg
+from pydantic import SecretStr
+from tqdm import tqdm
+
+from sidecar.db.embeddings import count_embeddings, ensure_index
+from sidecar.db.migrate import forum_owned
+from sidecar.importer import ImportReport, import_dump
+from sidecar.indexing import BatchResult, Indexer
+from sidecar.resources import Resources
+from sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def ensure_api_key(settings: Settings) -> tuple[Settings, bool]:
+    """In embedded mode without a key, reuse or generate one under the state directory.
+
+    Returns the settings with the key and whether it was generated just now.
+    """
+    if settings.api_key is not None:
+        return settings, False
+    path = settings.state_dir / "api_key"
+    created = False
+    if path.is_file():
+        key = path.read_text().strip()
+    else:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(32)
+        # Written owner-only before the secret goes in.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key + "\n")
+        created = True
+    return settings.model_copy(update={"api_key": SecretStr(key)}), created
+
+
+def ensure_model(settings: Settings) -> Path:
+    """Prepare the configured embedding model (ONNX export + manifest) unless already there."""
+    path = settings.embed_dir()
+    if settings.embed_url or (path / "manifest.json").is_file():
+        return path
+    from models import prepare_model
+
+    log.info("preparing %s into %s (one time)", settings.embed_source, path)
+    quantize = None if settings.model_quantize == "none" else settings.model_quantize
+    prepare_model(settings.embed_source, "embed", path, quantize=quantize,
+                  name=settings.embed_model)
+    return path
+
+
+def demo_dir() -> Path:
+    """The demo forum dump shipped inside the package."""
+    return Path(str(pkg_resources.files("sidecar") / "demo"))
+
+
+def load_demo(res: Resources) -> ImportReport | None:
+    """Import the demo forum into an owned database (idempotent); None on a real forum."""
+    with psycopg.connect(res.urls.database_url) as conn:
+        if not forum_owned(conn):
+            log.info("the database holds a real forum: not loading the demo")
+            return None
+        return import_dump(conn, demo_dir(), res.settings.ts_config)
+
+
+def backfill_sync(res: Resources, strategy: int, *, progress: bool = True) -> BatchResult:
+    """Embed every stale public post in-process, with a progress bar; then build the index."""
+    indexer = Indexer(res.db, res.embedder, res.model, strategy)
+    todo = indexer.count_stale()
+    total = BatchResult()
+    if todo:
+        with tqdm(total=todo, desc=f"embedding ({res.model.name}, strategy {strategy})",
+                  unit="post", disable=not progress) as bar:
+            for ids in indexer.stale_batches(res.settings.backfill_batch_size):
+                batch = indexer.embed_posts(ids)
+                total.add(batch)
+                bar.update(batch.total)
+                bar.set_postfix(embedded=total.embedded, unchanged=total.unchanged)
+    with res.db.connection() as conn:
+        stored = count_embeddings(conn, res.model, strategy)
+        if total.embedded:
+            conn.execute("ANALYZE ai_posts_embeddings")
+    if stored:
+        ensure_index(res.urls.database_url, res.model, strategy, res.settings.index_kind)
+    return total

