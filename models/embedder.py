@@ -25,7 +25,7 @@ def _check_kind(kind: str) -> None:
 
 
 class OnnxEmbedder(OnnxModel):
-    """Embedding model described by a prepared model directory (see ``models prepare``).
+    """Embedding model described by a prepared model directory (see ``sidecar models prepare``).
 
     ``embed`` = prefix -> :meth:`tokenize` -> length-aware batches -> :meth:`run` -> :meth:`pool`
     -> :meth:`normalize`, with results put back in input order.
@@ -51,7 +51,6 @@ class OnnxEmbedder(OnnxModel):
         rank = len(outputs[self._output].shape)
         if rank not in (2, 3):
             raise ModelLoadError(self.onnx_path, f"output {self._output!r} has rank {rank}")
-        self._pooled_by_graph = rank == 2
         self._prefix_tokens = {
             "query": self.tokenizer.count_tokens(self.manifest.query_prefix),
             "passage": self.tokenizer.count_tokens(self.manifest.passage_prefix),

@@ -75,11 +75,28 @@ class Settings(BaseSettings):
     index_kind: Literal["halfvec", "binary"] = "halfvec"
     binary_overfetch: int = 4
 
-    # --- backfill -------------------------------------------------------------------------
+    # --- backfill and jobs (RQ) ------------------------------------------------------------
     backfill_batch_size: int = 64
     min_post_chars: int = 1
+    queue_prefix: str = "sidecar"  # RQ queue names: <prefix>-index, <prefix>-backfill
+    job_retries: int = 5
+    job_retry_intervals: str = "30,180,1200,3600,21600"  # seconds between retries
+    job_timeout_s: int = 1800
+    backfill_pause_after_errors: int = 3  # consecutive terminal provider errors before a pause
+    retrieval_retention_days: int = 90
+
+    # --- model host (TEI-compatible) -------------------------------------------------------
+    model_host_host: str = "127.0.0.1"
+    model_host_port: int = 8341
+    model_host_max_batch: int = 64  # texts per micro-batch
+    model_host_max_wait_ms: float = 5.0  # how long a request waits for others to join its batch
+    model_host_max_inputs: int = 512  # per request
+    model_host_max_input_chars: int = 100_000
 
     # --- answer pipeline ------------------------------------------------------------------
+    condense_max_turns: int = 3  # previous turns sent with the latest message
+    retrieve_limit: int = 6
+    gate_min_chars: int = 3
     ollama_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OLLAMA_URL", "SIDECAR_OLLAMA_URL")
     )

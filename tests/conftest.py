@@ -94,11 +94,13 @@ def redis_client(redis_url: str) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def minilm_dir(pytestconfig: pytest.Config) -> Path:
+def minilm_dir(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """all-MiniLM-L6-v2 exported to ONNX by our torch-free exporter (cached between runs)."""
     from models import prepare_model
 
-    target = Path(pytestconfig.cache.mkdir("models")) / "all-minilm-l6-v2"
+    cache = getattr(pytestconfig, "cache", None)
+    folder = Path(cache.mkdir("models")) if cache else tmp_path_factory.mktemp("models")
+    target = folder / "all-minilm-l6-v2"
     prepare_model("sentence-transformers/all-MiniLM-L6-v2", "embed", target,
                   name="all-minilm-l6-v2")
     return target

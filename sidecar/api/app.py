@@ -6,7 +6,15 @@ import logging
 
 from flask import Flask, Response, request
 
-from sidecar.api import routes_health, routes_search
+from sidecar.api import (
+    routes_admin,
+    routes_health,
+    routes_index,
+    routes_moderation,
+    routes_retrieve,
+    routes_sanitize,
+    routes_search,
+)
 from sidecar.api.auth import check_bearer
 from sidecar.api.errors import register_error_handlers
 from sidecar.api.metrics import Metrics
@@ -59,6 +67,7 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
         metrics.requests.labels(route, str(response.status_code)).inc()
         return response
 
-    app.register_blueprint(routes_health.bp)
-    app.register_blueprint(routes_search.bp)
+    for module in (routes_health, routes_search, routes_retrieve, routes_sanitize,
+                   routes_index, routes_admin, routes_moderation):
+        app.register_blueprint(module.bp)
     return app

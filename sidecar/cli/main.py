@@ -101,3 +101,7 @@ main.add_command(_run.serve)
 main.add_command(_run.search_cmd)
 main.add_command(_backfill.backfill)
 main.add_command(_models.models)
+
+from sidecar.cli import bench as _bench  # noqa: E402
+
+main.add_command(_bench.bench)

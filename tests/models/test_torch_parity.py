@@ -14,7 +14,12 @@ from models.export.native import build_random_encoder, export_native
 from models.presets import minilm_dir
 from models.tiny import tiny_bert_config
 
-pytestmark = pytest.mark.torch
+pytestmark = [
+    pytest.mark.torch,
+    # optimum drives torch's legacy TorchScript exporter: its deprecation chatter is not ours.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning"),
+]
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 

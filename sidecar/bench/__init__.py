@@ -1,0 +1,1 @@
+"""`sidecar bench`: speed measured side by side (ours against a baseline) in one run."""

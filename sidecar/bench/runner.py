@@ -1,0 +1,57 @@
+"""Runs the benchmark parts in one process, one after the other, and writes one report."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sidecar.bench.report import BenchContext, BenchTable, machine, write_report
+from sidecar.errors import InvalidInput
+from sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Part name -> module with `run(ctx: BenchContext) -> list[BenchTable]`.
+PARTS: dict[str, str] = {
+    "models": "sidecar.bench.models_part",
+    "vectors": "sidecar.bench.vectors_part",
+    "backfill": "sidecar.bench.backfill_part",
+    "e2e": "sidecar.bench.e2e_part",
+}
+
+
+def load_part(name: str) -> Callable[[BenchContext], list[BenchTable]]:
+    """The ``run`` function of a part."""
+    if name not in PARTS:
+        raise InvalidInput(f"unknown bench part {name!r}; known: {', '.join(PARTS)}")
+    module = importlib.import_module(PARTS[name])
+    runner: Callable[[BenchContext], list[BenchTable]] = module.run
+    return runner
+
+
+def run_bench(settings: Settings, out_dir: Path, parts: Sequence[str], *, quick: bool,
+              command: str) -> tuple[list[BenchTable], Path]:
+    """Run the parts in order; a part that fails is reported, the others still run."""
+    tables: list[BenchTable] = []
+    meta: dict[str, object] = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
+                               "machine": machine(), "command": command, "quick": quick,
+                               "parts": {}}
+    for name in parts:
+        started = time.perf_counter()
+        ctx = BenchContext(settings=settings, out_dir=out_dir / name, quick=quick)
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            part_tables = load_part(name)(ctx)
+            status = "done"
+        except Exception as exc:  # one broken part must not hide the others' numbers
+            log.exception("bench part %s failed", name)
+            part_tables = [BenchTable(name, f"{name}: failed", ["error"], [[repr(exc)]])]
+            status = "error"
+        tables += part_tables
+        meta["parts"][name] = {"status": status,  # type: ignore[index]
+                               "seconds": round(time.perf_counter() - started, 1)}
+    return tables, write_report(out_dir, tables, meta)
