@@ -122,33 +122,54 @@ def positive_lexemes(tsquery: str) -> list[str]:
     return found
 
 
+# BM25 constants (Robertson's defaults) and the term-frequency weight of a word by where it
+# occurs: Discourse's search data puts the title in A, the category in B, tags in C, body in D.
+BM25_K1 = 1.2
+BM25_B = 0.75
+FIELD_WEIGHTS = {"A": 2.0, "B": 0.5, "C": 1.0, "D": 1.0}
+
+
 class TermStats:
-    """Document frequencies of lexemes, cached for a while (they move slowly).
+    """Corpus statistics for BM25: document count, mean length, document frequency per lexeme.
 
     PostgreSQL's ``ts_rank`` has no notion of how rare a word is, so a question's common words
-    ("server", "problem") outweigh its distinctive ones. We weight each word by its BM25 inverse
-    document frequency, counted with the GIN index and cached per process.
+    ("server", "problem") outweigh its distinctive ones. The keyword leg therefore scores with
+    BM25, counting document frequencies with the GIN index. The figures move slowly, so they are
+    cached per process for a while.
     """
 
     def __init__(self, ttl_s: float = 600.0, max_entries: int = 50_000) -> None:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
         self._df: dict[str, tuple[float, int]] = {}
-        self._total: tuple[float, int] | None = None
+        self._corpus: tuple[float, int, float] | None = None  # (when, N, mean length)
 
-    def idf(self, conn: DictConn, lexemes: list[str]) -> dict[str, float]:
-        """BM25 idf of each lexeme: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    def corpus(self, conn: DictConn) -> tuple[int, float]:
+        """(number of documents, mean document length in distinct lexemes)."""
         now = time.monotonic()
-        if self._total is None or now - self._total[0] > self.ttl_s:
+        if self._corpus is None or now - self._corpus[0] > self.ttl_s:
             row = conn.execute(
                 "SELECT greatest(reltuples::bigint, 0) AS n FROM pg_class"
                 " WHERE oid = 'post_search_data'::regclass"
             ).fetchone()
-            total = int(row["n"]) if row else 0
-            if total <= 0:  # never analyzed: count once
-                row = conn.execute("SELECT count(*) AS n FROM post_search_data").fetchone()
-                total = int(row["n"]) if row else 0
-            self._total = (now, max(total, 1))
+            estimate = int(row["n"]) if row else 0
+            # A sample is plenty for a mean; an exact count only while the table is small.
+            sample = "TABLESAMPLE SYSTEM (5)" if estimate > 200_000 else ""
+            row = conn.execute(
+                sql.SQL(
+                    "SELECT count(*) AS n, avg(length(search_data))::float8 AS avgdl"
+                    " FROM post_search_data {} WHERE search_data IS NOT NULL"
+                ).format(sql.SQL(sample))
+            ).fetchone()
+            n = estimate if sample else int(row["n"]) if row else 0
+            avgdl = float(row["avgdl"] or 1.0) if row else 1.0
+            self._corpus = (now, max(n, 1), max(avgdl, 1.0))
+        return self._corpus[1], self._corpus[2]
+
+    def idf(self, conn: DictConn, lexemes: list[str]) -> dict[str, float]:
+        """BM25 idf of each lexeme: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+        n, _ = self.corpus(conn)
+        now = time.monotonic()
         missing = [lx for lx in lexemes
                    if lx not in self._df or now - self._df[lx][0] > self.ttl_s]
         if missing:
@@ -161,9 +182,13 @@ class TermStats:
             ).fetchall()
             for r in rows:
                 self._df[r["lx"]] = (now, int(r["df"]))
-        n = self._total[1]
         return {lx: math.log(1 + (n - self._df[lx][1] + 0.5) / (self._df[lx][1] + 0.5))
                 for lx in lexemes}
+
+
+def _unquote(lexeme: str) -> str:
+    # 'it''s' -> it's : the form unnest(tsvector) returns.
+    return lexeme[1:-1].replace("''", "'")
 
 
 def keyword_leg(
@@ -174,11 +199,11 @@ def keyword_leg(
     k: int,
     stats: TermStats | None = None,
 ) -> list[PostHit]:
-    """Public posts matching the query in ``post_search_data``, best first.
+    """Public posts matching the query in ``post_search_data``, best BM25 score first.
 
-    Score: the sum over the query's words of idf(word) x ts_rank(post, word); ts_rank brings
-    Discourse's weights (title A, category B, tags C, body D) and a length normalization, the
-    idf makes a rare word count for more than a common one.
+    Term frequency counts each occurrence by its field weight (title above body), document length
+    is the number of distinct lexemes, idf comes from the GIN index; the match itself is the
+    websearch tsquery (relaxed to OR for a plain question).
     """
     tsquery = keyword_tsquery(conn, ts_config, query)
     if not tsquery:
@@ -186,26 +211,40 @@ def keyword_leg(
     lexemes = positive_lexemes(tsquery)
     if not lexemes:
         return []
-    idf = (stats or TermStats()).idf(conn, lexemes)
-    terms = sql.SQL(" + ").join(
-        sql.SQL("{w} * ts_rank(d.search_data, {lx}::tsquery, 1)").format(
-            w=sql.Literal(round(idf[lx], 6)), lx=sql.Literal(lx))
-        for lx in lexemes
-    )
+    stats = stats or TermStats()
+    _, avgdl = stats.corpus(conn)
+    idf = stats.idf(conn, lexemes)
+    weight = sql.SQL("CASE w {} ELSE 1.0 END").format(sql.SQL(" ").join(
+        sql.SQL("WHEN {} THEN {}").format(sql.Literal(f), sql.Literal(v))
+        for f, v in FIELD_WEIGHTS.items()))
     rows = conn.execute(
         sql.SQL(
             """
-            SELECT p.id AS post_id, p.topic_id, {terms} AS rank
+            SELECT p.id AS post_id, p.topic_id, s.score
             FROM post_search_data d
             JOIN posts p ON p.id = d.post_id {joins}
+            CROSS JOIN LATERAL (
+                SELECT sum(q.idf * t.tf * (%(k1)s + 1)
+                           / (t.tf + %(k1)s * (1 - %(b)s
+                                               + %(b)s * length(d.search_data) / %(avgdl)s)))
+                       AS score
+                FROM (SELECT u.lexeme, sum({weight}) AS tf
+                      FROM unnest(d.search_data) AS u,
+                           unnest(coalesce(u.weights, '{{D}}'::text[])) AS w
+                      WHERE u.lexeme = ANY(%(lx)s) GROUP BY u.lexeme) AS t
+                JOIN unnest(%(lx)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
+                     ON q.lexeme = t.lexeme
+            ) AS s
             WHERE d.search_data @@ %(tsq)s::tsquery AND {public}
-            ORDER BY rank DESC, p.id
+            ORDER BY s.score DESC NULLS LAST, p.id
             LIMIT %(k)s
             """
-        ).format(terms=terms, joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
-        {"tsq": tsquery, "k": k},
+        ).format(weight=weight, joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        {"tsq": tsquery, "k": k, "k1": BM25_K1, "b": BM25_B, "avgdl": avgdl,
+         "lx": [_unquote(lx) for lx in lexemes], "idf": [idf[lx] for lx in lexemes]},
     ).fetchall()
     return [
-        PostHit(post_id=r["post_id"], topic_id=r["topic_id"], rank=i, score=float(r["rank"]))
+        PostHit(post_id=r["post_id"], topic_id=r["topic_id"], rank=i,
+                score=float(r["score"] or 0.0))
         for i, r in enumerate(rows, start=1)
     ]
