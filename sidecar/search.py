@@ -73,6 +73,7 @@ class SearchOutcome:
     topics: list[TopicHit]
     trace: Trace
     legs: dict[str, int] = field(default_factory=dict)
+    vector: Any = None  # the query's embedding (numpy array), None in keyword mode
 
 
 class SearchService:
@@ -170,6 +171,7 @@ class SearchService:
             topics=topics[:n_topics],
             trace=trace,
             legs={leg: len(hits) for leg, hits in rankings.items()},
+            vector=vector,
         )
 
     def url(self, post: PostRecord) -> str:
