@@ -97,6 +97,7 @@ from sidecar.cli import models as _models  # noqa: E402
 from sidecar.cli import run as _run  # noqa: E402
 
 main.add_command(_run.run)
+main.add_command(_run.prepare)
 main.add_command(_run.serve)
 main.add_command(_run.search_cmd)
 main.add_command(_backfill.backfill)

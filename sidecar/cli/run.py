@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -53,19 +55,15 @@ def _serve(settings: Settings, workers: int | None) -> None:
 
 
 @click.command()
-@click.option("--workers", type=int, default=1, show_default=True)
-@click.option("--no-serve", is_flag=True, help="Prepare everything, then exit (for scripts).")
 @click.pass_obj
-def run(settings: Settings, workers: int, no_serve: bool) -> None:
-    """Everything on embedded defaults: PostgreSQL+pgvector, Redis, demo forum, model, API."""
-    from sidecar.bootstrap import backfill_sync, ensure_api_key, ensure_model, load_demo
+def prepare(settings: Settings) -> None:
+    """Prepare the model, migrate, load the demo forum and embed it; then exit."""
+    from sidecar.bootstrap import backfill_sync, ensure_model, load_demo
     from sidecar.resources import start_resources
 
-    started = time.perf_counter()
-    settings, generated = ensure_api_key(settings)
     click.echo("preparing the embedding model ...")
     ensure_model(settings)
-    click.echo("starting services and migrating ...")
+    click.echo("migrating ...")
     res = start_resources(settings)
     try:
         if settings.load_demo:
@@ -77,6 +75,27 @@ def run(settings: Settings, workers: int, no_serve: bool) -> None:
         click.echo(f"embeddings: {done.embedded} embedded, {done.unchanged} unchanged")
     finally:
         res.close()
+
+
+@click.command()
+@click.option("--workers", type=int, default=1, show_default=True)
+@click.option("--no-serve", is_flag=True, help="Prepare everything, then exit (for scripts).")
+@click.pass_obj
+def run(settings: Settings, workers: int, no_serve: bool) -> None:
+    """Everything on embedded defaults: PostgreSQL+pgvector, Redis, demo forum, model, API."""
+    from sidecar.bootstrap import ensure_api_key
+    from sidecar.services import resolve_services
+
+    started = time.perf_counter()
+    settings, generated = ensure_api_key(settings)
+    click.echo("starting services ...")
+    # This process keeps the embedded servers alive; it must never load ONNX Runtime itself:
+    # ORT's thread pools do not survive the fork of gunicorn workers (a worker would hang on
+    # exit). So the preparation, which embeds posts, runs in a child process.
+    resolve_services(settings)
+    code = subprocess.call([sys.executable, "-m", "sidecar", "prepare"])
+    if code != 0:
+        raise click.ClickException(f"preparation failed (exit status {code})")
     key = settings.api_key.get_secret_value() if settings.api_key else ""
     base = f"http://{settings.host}:{settings.port}"
     click.secho(f"ready in {time.perf_counter() - started:.1f}s", fg="green")
