@@ -1,15 +1,12 @@
-"""What `sidecar run` does before serving: key, model, schema, demo forum, embeddings, index."""
+"""What `sidecar prepare` does before serving: model, schema, demo forum, embeddings, index."""
 
 from __future__ import annotations
 
 import logging
-import os
-import secrets
 from importlib import resources as pkg_resources
 from pathlib import Path
 
 import psycopg
-from pydantic import SecretStr
 from tqdm import tqdm
 
 from sidecar.db.embeddings import count_embeddings, ensure_index
@@ -20,28 +17,6 @@ from sidecar.resources import Resources
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def ensure_api_key(settings: Settings) -> tuple[Settings, bool]:
-    """In embedded mode without a key, reuse or generate one under the state directory.
-
-    Returns the settings with the key and whether it was generated just now.
-    """
-    if settings.api_key is not None:
-        return settings, False
-    path = settings.state_dir / "api_key"
-    created = False
-    if path.is_file():
-        key = path.read_text().strip()
-    else:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(32)
-        # Written owner-only before the secret goes in.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(key + "\n")
-        created = True
-    return settings.model_copy(update={"api_key": SecretStr(key)}), created
 
 
 def ensure_model(settings: Settings) -> Path:

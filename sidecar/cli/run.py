@@ -83,7 +83,7 @@ def prepare(settings: Settings) -> None:
 @click.pass_obj
 def run(settings: Settings, workers: int, no_serve: bool) -> None:
     """Everything on embedded defaults: PostgreSQL+pgvector, Redis, demo forum, model, API."""
-    from sidecar.bootstrap import ensure_api_key
+    from sidecar.apikey import ensure_api_key
     from sidecar.services import resolve_services
 
     started = time.perf_counter()
