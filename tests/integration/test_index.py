@@ -1,0 +1,65 @@
+"""The partial HNSW index of a (model, strategy): built, matched by the search query, real Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+
+from sidecar.db.embeddings import index_name
+from sidecar.db.search_sql import semantic_leg
+
+
+def test_the_semantic_query_uses_the_partial_hnsw_index(demo_state: Any) -> None:
+    model = demo_state.model
+    name = index_name(model.id, 1, "halfvec")
+    with demo_state.db.connection() as conn:
+        definition = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (name,)).fetchone()
+        assert definition is not None
+        assert "hnsw" in definition["indexdef"] and "halfvec_cosine_ops" in definition["indexdef"]
+        assert f"model_id = {model.id}" in definition["indexdef"]
+        # Forbid sequential scans: if the query's expression or predicate did not match the
+        # index, the planner would have no other way and EXPLAIN would not name the index.
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL enable_sort = off")
+        vector = demo_state.embedder.embed(["zfs pool"], kind="query")[0]
+        plan = conn.execute(
+            f"EXPLAIN SELECT e.post_id FROM ai_posts_embeddings e WHERE e.model_id = {model.id}"
+            f" AND e.strategy_id = 1 ORDER BY e.embeddings::halfvec({model.dimensions})"
+            f" <=> %s::halfvec({model.dimensions}) LIMIT 10",
+            (np.asarray(vector).tolist().__str__(),),
+        ).fetchall()
+    assert any(name in row["QUERY PLAN"] for row in plan), plan
+
+
+def test_ef_search_is_raised_to_the_candidates_asked(demo_state: Any) -> None:
+    vector = demo_state.embedder.embed(["zfs pool"], kind="query")[0]
+    with demo_state.db.connection() as conn:
+        semantic_leg(conn, model_id=demo_state.model.id, strategy_id=1,
+                     dimensions=demo_state.model.dimensions, vector=vector, k=150)
+        ef = conn.execute("SHOW hnsw.ef_search").fetchone()
+        scan = conn.execute("SHOW hnsw.iterative_scan").fetchone()
+    assert ef is not None and int(ef["hnsw.ef_search"]) >= 150
+    assert scan is not None and scan["hnsw.iterative_scan"] == "strict_order"
+
+
+def test_a_real_redis_url_replaces_the_embedded_one(tmp_path: Any, db_url: str,
+                                                    minilm: Any) -> None:
+    # These machines run a Redis on 127.0.0.1:6379; a user's machine may not.
+    url = "redis://127.0.0.1:6379/15"
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+    except redis.RedisError:
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    from sidecar.resources import start_resources
+    from tests.conftest import make_settings
+
+    res = start_resources(make_settings(tmp_path, db_url, url), embedder=minilm)
+    try:
+        assert res.urls.redis_url == url and not res.urls.embedded_redis
+        assert res.redis.ping()
+    finally:
+        res.close()
