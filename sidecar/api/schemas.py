@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sidecar.core.types import Mode, TopicScore
 
@@ -87,3 +87,88 @@ class ErrorResponse(BaseModel):
     """The body of every 4xx/5xx answer."""
 
     error: ErrorBody
+
+
+# --- POST /v1/retrieve -------------------------------------------------------------------------
+
+# Hard limits of the request itself (a 422): the input gate judges the latest message's length
+# separately (SIDECAR_MAX_QUERY_CHARS, answered as zone abstain with reason too_long).
+RETRIEVE_MAX_MESSAGES = 50
+RETRIEVE_MAX_MESSAGE_CHARS = 20_000
+
+
+class ChatMessage(StrictRequest):
+    """One message of the conversation with the forum's assistant."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=RETRIEVE_MAX_MESSAGE_CHARS)
+
+
+class RetrieveRequest(StrictRequest):
+    """`POST /v1/retrieve`."""
+
+    messages: list[ChatMessage] = Field(
+        min_length=1, max_length=RETRIEVE_MAX_MESSAGES,
+        description="The conversation, oldest first; the last message is the member's.",
+    )
+    limit: int | None = Field(
+        default=None, ge=1, le=12,
+        description="Evidence items to return (default: SIDECAR_RETRIEVE_LIMIT, 6).",
+    )
+    locale: str | None = Field(
+        default=None, pattern=r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$", max_length=35,
+        description="The member's locale (e.g. fr, en-GB); stored with the retrieval.",
+    )
+
+    @model_validator(mode="after")
+    def _last_is_user(self) -> RetrieveRequest:
+        if self.messages[-1].role != "user":
+            raise ValueError("the last message must be the member's (role \"user\")")
+        return self
+
+
+class NeighbourModel(BaseModel):
+    """A post near the evidence post in the same topic."""
+
+    post_id: int
+    post_number: int
+    url: str
+    excerpt: str
+
+
+class EvidenceModel(BaseModel):
+    """One numbered evidence item: cite it as [[n]]."""
+
+    n: int
+    topic_id: int
+    title: str
+    post_id: int
+    post_number: int
+    url: str = Field(description="Post-level link /t/{slug}/{topic_id}/{post_number}.")
+    excerpt: str = Field(description="About SIDECAR_EVIDENCE_CHARS characters around the best "
+                                     "match, without quotes, Markdown or HTML.")
+    score: float | None = Field(description="Relevance of this item for the scorer.")
+    neighbours: list[NeighbourModel]
+
+
+class GateModel(BaseModel):
+    """The input gate's verdict on the latest message."""
+
+    passed: bool
+    reason: Literal["empty", "too_short", "greeting", "thanks", "link_only", "too_long",
+                    "prompt_injection"] | None
+
+
+class RetrieveResponse(BaseModel):
+    """`POST /v1/retrieve` answer."""
+
+    retrieval_id: str = Field(description="Pass it to /v1/sanitize with the LLM's answer.")
+    query: str = Field(description="The standalone query used ('' when the gate refused).")
+    query_source: Literal["single_turn", "llm", "cache", "fallback", "gate"]
+    zone: Literal["normal", "cautious", "abstain"]
+    zone_reason: str
+    gate: GateModel
+    scorer: str = Field(description="cross-encoder:<model>, bi-encoder:<model> or none.")
+    top_score: float | None
+    evidence: list[EvidenceModel]
+    trace: list[TraceStepModel]

@@ -1,0 +1,311 @@
+"""The retrieval pipeline behind ``POST /v1/retrieve``.
+
+gate → condense → hybrid search wide (embed, semantic, keyword, fuse, aggregate) → rerank →
+zone → evidence → stored. Every stage reports itself in the trace; the stages that depend on a
+model outside the database (the LLM, the cross-encoder) degrade instead of failing, and say so.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sidecar.answer.condense import Condensed, Condenser
+from sidecar.answer.ollama import ChatLLM, OllamaChat
+from sidecar.answer.rerank import POSTS_PER_TOPIC, Candidate, by_relevance, cross_encode
+from sidecar.core.condense import Turn
+from sidecar.core.evidence import PostText, evidence_item, plain_text
+from sidecar.core.gate import GateDecision, check_input
+from sidecar.core.trace import StepFailed, Trace
+from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
+from sidecar.db.evidence_read import neighbour_posts, post_similarities
+from sidecar.db.forum_read import PostRecord, public_posts
+from sidecar.db.retrievals import RetrievalRow, insert_retrieval
+from sidecar.errors import ConfigurationError
+from sidecar.resources import Resources
+from sidecar.search import SearchOptions
+from sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Stages that a gated request never reaches, in pipeline order.
+_SEARCH_STAGES = ("condense", "embed", "semantic", "keyword", "fuse", "aggregate", "rerank")
+
+
+@dataclass
+class RetrievalOutcome:
+    """Everything one retrieval decided; ``as_dict`` is the response body."""
+
+    retrieval_id: uuid.UUID
+    query: str
+    query_source: str
+    zone: Zone
+    zone_reason: str
+    gate: GateDecision
+    scorer: str
+    top_score: float | None
+    evidence: list[dict[str, Any]]
+    candidates: list[dict[str, Any]]
+    trace: Trace
+    condensed: Condensed | None = None
+    rerank_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON answer of ``POST /v1/retrieve``."""
+        return {
+            "retrieval_id": str(self.retrieval_id),
+            "query": self.query,
+            "query_source": self.query_source,
+            "zone": self.zone.value,
+            "zone_reason": self.zone_reason,
+            "gate": {"passed": self.gate.passed,
+                     "reason": self.gate.reason.value if self.gate.reason else None},
+            "scorer": self.scorer,
+            "top_score": self.top_score,
+            "evidence": self.evidence,
+            "trace": self.trace.as_list(),
+        }
+
+
+def thresholds(settings: Settings, kind: ScorerKind) -> Thresholds:
+    """The configured zone thresholds of a scorer (a wrong order is a configuration error)."""
+    try:
+        if kind is ScorerKind.CROSS_ENCODER:
+            return Thresholds(settings.zone_ce_abstain, settings.zone_ce_normal)
+        return Thresholds(settings.zone_cos_abstain, settings.zone_cos_normal)
+    except ValueError as exc:
+        raise ConfigurationError(f"zone thresholds for the {kind.value}: {exc}") from exc
+
+
+def llm_from_settings(settings: Settings) -> ChatLLM | None:
+    """The configured Ollama model, or None when ``OLLAMA_URL`` is not set."""
+    if not settings.ollama_url:
+        return None
+    return OllamaChat(settings.ollama_url, settings.ollama_model,
+                      timeout_s=settings.ollama_timeout_s, keep_alive=settings.ollama_keep_alive)
+
+
+class RetrievalPipeline:
+    """Built once per app from its resources; ``retrieve`` is safe to call from many threads."""
+
+    def __init__(self, res: Resources, llm: ChatLLM | None = None) -> None:
+        self.res = res
+        self.settings = res.settings
+        for kind in ScorerKind:  # refuse bad thresholds at start-up, not on the first request
+            thresholds(self.settings, kind)
+        self.llm = llm if llm is not None else llm_from_settings(self.settings)
+        self.condenser = Condenser(
+            res.redis, self.llm,
+            max_turns=self.settings.condense_max_turns,
+            cache_ttl_s=self.settings.condense_cache_ttl_s,
+            daily_budget=self.settings.condense_daily_budget,
+            max_query_chars=self.settings.max_query_chars,
+            namespace=self.settings.queue_prefix,
+        )
+
+    def retrieve(
+        self, turns: Sequence[Turn], limit: int | None = None, locale: str | None = None
+    ) -> RetrievalOutcome:
+        """Run the pipeline for a conversation whose last turn is the member's; store the row."""
+        limit = limit or self.settings.retrieve_limit
+        trace = Trace()
+        with trace.step("gate") as detail:
+            gate = check_input(turns[-1].content, min_chars=self.settings.gate_min_chars,
+                               max_chars=self.settings.max_query_chars)
+            detail.update(passed=gate.passed, reason=gate.reason.value if gate.reason else None,
+                          rule=gate.rule)
+        if not gate.passed:
+            outcome = self._gated(gate, trace)
+        else:
+            outcome = self._search(turns, limit, gate, trace)
+        self._store(outcome, turns, locale)
+        return outcome
+
+    # --- stages -------------------------------------------------------------------------
+
+    def _gated(self, gate: GateDecision, trace: Trace) -> RetrievalOutcome:
+        why = f"input gate: {gate.reason.value if gate.reason else 'refused'}"
+        for name in _SEARCH_STAGES:
+            trace.skip(name, why)
+        with trace.step("zone") as detail:
+            decision = ZoneDecision(Zone.ABSTAIN, f"{why} ({gate.rule})")
+            detail.update(zone=decision.zone.value, reason=decision.reason, scorer="none")
+        trace.skip("evidence", why)
+        return RetrievalOutcome(
+            retrieval_id=uuid.uuid4(), query="", query_source="gate", zone=decision.zone,
+            zone_reason=decision.reason, gate=gate, scorer="none", top_score=None, evidence=[],
+            candidates=[], trace=trace,
+        )
+
+    def _condense(self, turns: Sequence[Turn], trace: Trace) -> Condensed:
+        with trace.step("condense", swallow=True) as detail:
+            condensed = self.condenser.condense(turns)
+            detail.update(source=condensed.source, **condensed.detail)
+            if condensed.reason:
+                detail["reason"] = condensed.reason
+            if condensed.cache:
+                detail["cache"] = condensed.cache
+            if condensed.source == "single_turn":
+                detail.update(skipped=True, reason="single turn: the message is the query")
+            if condensed.failed:
+                # The LLM was asked and failed: an error step, then the fallback query goes on.
+                detail.setdefault("error", condensed.reason)
+                raise StepFailed(condensed.reason or "LLM failure")
+        return condensed
+
+    def _search(
+        self, turns: Sequence[Turn], limit: int, gate: GateDecision, trace: Trace
+    ) -> RetrievalOutcome:
+        condensed = self._condense(turns, trace)
+        query = self.res.search.check_query(condensed.query)
+        wide = max(3 * limit, self.settings.rerank_candidates_min)
+        found = self.res.search.find_topics(query, wide, SearchOptions(), trace)
+        candidates = self._candidates(found.topics)
+
+        candidates, kind, rerank_error = self._rerank(query, candidates, limit, trace)
+        reranker = self.res.reranker
+
+        with trace.step("zone") as detail:
+            if kind is ScorerKind.BI_ENCODER and candidates:
+                self._cosines(candidates, found.vector)
+            kept = candidates[:limit]
+            scores = [c.score for c in kept if c.score is not None]
+            top = max(scores) if scores else None
+            decision = decide_zone(kind, top, thresholds(self.settings, kind))
+            reason = decision.reason
+            if rerank_error is not None:
+                reason = f"cross-encoder unavailable, zone from the bi-encoder: {reason}"
+            scorer = (f"cross-encoder:{reranker.name}" if kind is ScorerKind.CROSS_ENCODER
+                      and reranker is not None else f"bi-encoder:{self.res.model.name}")
+            limits = thresholds(self.settings, kind)
+            detail.update(zone=decision.zone.value, reason=reason, scorer=scorer,
+                          top_score=None if top is None else round(top, 6),
+                          abstain_below=limits.abstain,
+                          normal_from=limits.normal)
+
+        with trace.step("evidence") as detail:
+            evidence = self._evidence(kept, query)
+            detail.update(items=len(evidence), chars=self.settings.evidence_chars,
+                          neighbours=self.settings.evidence_neighbours)
+
+        return RetrievalOutcome(
+            retrieval_id=uuid.uuid4(), query=query, query_source=condensed.source,
+            zone=decision.zone, zone_reason=reason, gate=gate, scorer=scorer,
+            top_score=None if top is None else round(top, 6), evidence=evidence,
+            candidates=[
+                {"topic_id": c.topic.topic_id, "post_id": c.best_post.post_id,
+                 "score": None if c.score is None else round(c.score, 6),
+                 "fused_rank": c.fused_rank}
+                for c in candidates
+            ],
+            trace=trace, condensed=condensed, rerank_error=rerank_error,
+        )
+
+    def _rerank(
+        self, query: str, candidates: list[Candidate], limit: int, trace: Trace
+    ) -> tuple[list[Candidate], ScorerKind, str | None]:
+        """Cross-encoder order, or fused order when there is none or it fails (never raises)."""
+        reranker = self.res.reranker
+        rerank_error: str | None = None
+        kind = ScorerKind.BI_ENCODER
+        with trace.step("rerank", swallow=True) as detail:
+            detail.update(candidates=len(candidates), kept=min(limit, len(candidates)))
+            if not candidates:
+                detail.update(skipped=True, reason="no candidates")
+                if reranker is not None:
+                    kind = ScorerKind.CROSS_ENCODER
+            elif reranker is None and self.res.reranker_error:
+                rerank_error = f"cross-encoder failed to load: {self.res.reranker_error}"
+                detail.update(method="fused order", error=rerank_error, fallback="fused order")
+                raise StepFailed(rerank_error)
+            elif reranker is None:
+                detail.update(skipped=True, method="fused order",
+                              reason="no cross-encoder configured: bi-encoder cosine is the "
+                                     "relevance score")
+            else:
+                detail.update(method="cross-encoder", model=reranker.name,
+                              provider=reranker.provider)
+                try:
+                    detail["pairs"] = cross_encode(reranker, query, candidates)
+                except Exception as exc:
+                    for c in candidates:
+                        c.scores = []
+                    rerank_error = f"{type(exc).__name__}: {exc}"[:500]
+                    detail.update(error=rerank_error, fallback="fused order")
+                    raise StepFailed(rerank_error) from exc
+                kind = ScorerKind.CROSS_ENCODER
+                candidates = by_relevance(candidates)
+        return candidates, kind, rerank_error
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _post_text(self, record: PostRecord) -> PostText:
+        return PostText(post_id=record.post_id, topic_id=record.topic_id,
+                        post_number=record.post_number, title=record.title,
+                        url=self.res.search.url(record), text=plain_text(record.cooked))
+
+    def _candidates(self, topics: Sequence[Any]) -> list[Candidate]:
+        """Topics with their best public posts' texts (a post hidden since the search is gone)."""
+        wanted = [p.post_id for t in topics for p in t.posts[:POSTS_PER_TOPIC]]
+        with self.res.db.connection() as conn:
+            records = public_posts(conn, wanted)
+        candidates = []
+        for rank, topic in enumerate(topics, start=1):
+            posts = [self._post_text(records[p.post_id]) for p in topic.posts[:POSTS_PER_TOPIC]
+                     if p.post_id in records]
+            if posts:
+                candidates.append(Candidate(topic=topic, fused_rank=rank, posts=posts))
+        return candidates
+
+    def _cosines(self, candidates: Sequence[Candidate], vector: Any) -> None:
+        """Bi-encoder relevance: cosine of the query and the topic's best fused post.
+
+        Only that post is scored, so it stays the evidence: without a cross-encoder the hybrid
+        order (both legs agreeing) is a better judge of which post to show than cosine alone.
+        """
+        ids = [c.posts[0].post_id for c in candidates]
+        if vector is None:
+            sims: dict[int, float] = {}
+        else:
+            with self.res.db.connection() as conn:
+                sims = post_similarities(
+                    conn, model_id=self.res.model.id, strategy_id=self.settings.strategy,
+                    dimensions=self.res.model.dimensions, vector=vector, post_ids=ids)
+        for c in candidates:
+            c.scores = [sims.get(c.posts[0].post_id)]
+
+    def _evidence(self, kept: Sequence[Candidate], query: str) -> list[dict[str, Any]]:
+        n_neighbours = self.settings.evidence_neighbours
+        neighbours: dict[tuple[int, int], list[PostRecord]] = {}
+        if n_neighbours > 0 and kept:
+            with self.res.db.connection() as conn:
+                neighbours = neighbour_posts(
+                    conn, [(c.best_post.topic_id, c.best_post.post_number) for c in kept],
+                    n_neighbours)
+        items = []
+        for n, c in enumerate(kept, start=1):
+            best = c.best_post
+            around = [self._post_text(r)
+                      for r in neighbours.get((best.topic_id, best.post_number), [])]
+            items.append(evidence_item(n, best, c.score, query, self.settings.evidence_chars,
+                                       around))
+        return items
+
+    def _store(self, outcome: RetrievalOutcome, turns: Sequence[Turn], locale: str | None) -> None:
+        row = RetrievalRow(
+            id=outcome.retrieval_id,
+            conversation=[{"role": t.role, "content": t.content} for t in turns],
+            query=outcome.query, query_source=outcome.query_source, locale=locale,
+            zone=outcome.zone.value,
+            gate_reason=outcome.gate.reason.value if outcome.gate.reason else None,
+            scorer=outcome.scorer, top_score=outcome.top_score,
+            scores=[e["score"] for e in outcome.evidence],
+            evidence=outcome.evidence, candidates=outcome.candidates,
+            trace=outcome.trace.as_list(),
+        )
+        with self.res.db.connection() as conn:
+            insert_retrieval(conn, row)

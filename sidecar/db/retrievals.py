@@ -1,0 +1,112 @@
+"""The ``sidecar_retrievals`` table: one row per ``POST /v1/retrieve`` answer.
+
+Written by the retrieval pipeline (:func:`insert_retrieval`); read by the citation sanitizer
+(:func:`get_retrieval`, which resolves ``[[n]]`` against the row's ``evidence``) and by the
+moderator review (:func:`list_retrievals`). The schema is migration ``sidecar/0003_retrievals``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from sidecar.db.pool import DictConn
+
+_COLUMNS = sql.SQL(
+    "id, created_at, conversation, query, query_source, locale, zone, gate_reason, scorer,"
+    " top_score, scores, evidence, candidates, trace"
+)
+
+
+@dataclass(frozen=True)
+class RetrievalRow:
+    """What one retrieval stores (see the migration for the meaning of each column).
+
+    ``evidence`` is exactly the list returned to the caller: ``[{"n", "topic_id", "title",
+    "post_id", "post_number", "url", "excerpt", "score", "neighbours": [...]}]`` with ``n`` from 1.
+    """
+
+    id: uuid.UUID
+    conversation: list[dict[str, Any]]
+    query: str
+    query_source: str
+    zone: str
+    scorer: str
+    locale: str | None = None
+    gate_reason: str | None = None
+    top_score: float | None = None
+    scores: list[float] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+
+
+def get_retrieval(conn: DictConn, retrieval_id: uuid.UUID | str) -> dict[str, Any] | None:
+    """One stored retrieval as a dict of its columns, or None if there is no such row.
+
+    This is the function ``/v1/sanitize`` uses: ``row["evidence"]`` is the list of numbered
+    evidence items (``n`` from 1) returned to the caller, each with ``topic_id``, ``post_id``,
+    ``post_number``, ``title`` and ``url``. ``row["id"]`` is a :class:`uuid.UUID`; jsonb columns
+    come back as Python lists/dicts. A malformed id (not a UUID) also gives None, so callers
+    answer "not found" instead of failing.
+    """
+    try:
+        key = retrieval_id if isinstance(retrieval_id, uuid.UUID) else uuid.UUID(str(retrieval_id))
+    except ValueError:
+        return None
+    row = conn.execute(
+        sql.SQL("SELECT {cols} FROM sidecar_retrievals WHERE id = %s").format(cols=_COLUMNS),
+        (key,),
+    ).fetchone()
+    return dict(row) if row is not None else None
+
+
+def insert_retrieval(conn: DictConn, row: RetrievalRow) -> None:
+    """Store one retrieval (the caller's transaction commits it)."""
+    conn.execute(
+        """
+        INSERT INTO sidecar_retrievals (id, conversation, query, query_source, locale, zone,
+                                        gate_reason, scorer, top_score, scores, evidence,
+                                        candidates, trace)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        """,
+        (row.id, Jsonb(row.conversation), row.query, row.query_source, row.locale, row.zone,
+         row.gate_reason, row.scorer, row.top_score, Jsonb(row.scores), Jsonb(row.evidence),
+         Jsonb(row.candidates), Jsonb(row.trace)),
+    )
+
+
+def list_retrievals(
+    conn: DictConn,
+    *,
+    zones: tuple[str, ...] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """Stored retrievals, newest first, optionally only some zones and a time window."""
+    where: list[sql.Composable] = []
+    params: list[Any] = []
+    if zones:
+        where.append(sql.SQL("zone = ANY(%s)"))
+        params.append(list(zones))
+    if since is not None:
+        where.append(sql.SQL("created_at >= %s"))
+        params.append(since)
+    if until is not None:
+        where.append(sql.SQL("created_at < %s"))
+        params.append(until)
+    clause = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
+    rows = conn.execute(
+        sql.SQL("SELECT {cols} FROM sidecar_retrievals{where}"
+                " ORDER BY created_at DESC, id LIMIT %s OFFSET %s").format(
+            cols=_COLUMNS, where=clause),
+        (*params, limit, offset),
+    ).fetchall()
+    return [dict(r) for r in rows]

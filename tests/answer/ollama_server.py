@@ -1,0 +1,258 @@
+"""A small local HTTP server that speaks Ollama's API, for tests that must not need a real Ollama.
+
+It follows Ollama's documented wire format (docs/api.md): ``POST /api/chat`` answers one JSON
+object (``"stream": false``) or NDJSON chunks ending with a ``"done": true`` chunk (streamed, the
+default when ``stream`` is absent); ``GET /api/tags`` lists models; ``POST /api/show`` describes
+one; ``GET /api/version``. Errors are ``{"error": "..."}`` with Ollama's status codes (404
+``model 'x' not found``, 400 for a malformed body, 500...). Replies, delays and errors are set per
+test; every request is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = str | Callable[[list[dict[str, Any]]], str]
+
+
+@dataclass
+class OllamaBehaviour:
+    """What the server does; tests change it between requests."""
+
+    models: list[str] = field(default_factory=lambda: ["qwen3:30b-a3b"])
+    reply: Reply = "standalone query"
+    delay_s: float = 0.0  # before the first byte of a chat reply
+    status: int | None = None  # answer every chat with this error status
+    error: str = "internal error"
+    stream_error: str | None = None  # an {"error": ...} line in the middle of a stream
+    chunk_chars: int = 4  # streamed replies come in pieces of this size
+
+
+@dataclass
+class RecordedRequest:
+    """One request as received."""
+
+    method: str
+    path: str
+    body: dict[str, Any] | None
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (timeout tests) leaves a broken pipe: expected, not news.
+        return
+
+
+class OllamaServer:
+    """Runs in a thread on 127.0.0.1 and a free port; ``url`` is its address."""
+
+    def __init__(self) -> None:
+        self.behaviour = OllamaBehaviour()
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def chat_calls(self) -> int:
+        """How many ``/api/chat`` requests arrived."""
+        with self._lock:
+            return sum(1 for r in self.requests if r.path == "/api/chat")
+
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """The bodies of the ``/api/chat`` requests, oldest first."""
+        with self._lock:
+            return [r.body or {} for r in self.requests if r.path == "/api/chat"]
+
+    def reset(self) -> None:
+        """Default behaviour, no recorded requests."""
+        with self._lock:
+            self.behaviour = OllamaBehaviour()
+            self.requests.clear()
+
+    def start(self) -> OllamaServer:
+        """Serve in the background."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet tests
+                return
+
+            def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self) -> dict[str, Any] | None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if not raw:
+                    return None
+                try:
+                    value = json.loads(raw)
+                except ValueError:
+                    return {"__invalid__": raw.decode("utf-8", "replace")}
+                return value if isinstance(value, dict) else {"__invalid__": value}
+
+            def do_GET(self) -> None:
+                server._record(RecordedRequest("GET", self.path, None))
+                if self.path == "/api/tags":
+                    self._send_json(200, {"models": [_model_entry(m)
+                                                     for m in server.behaviour.models]})
+                elif self.path == "/api/version":
+                    self._send_json(200, {"version": "0.12.6"})
+                elif self.path == "/":
+                    data = b"Ollama is running"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                else:
+                    self._send_json(404, {"error": "404 page not found"})
+
+            def do_POST(self) -> None:
+                body = self._body()
+                server._record(RecordedRequest("POST", self.path, body))
+                if self.path == "/api/show":
+                    self._show(body)
+                elif self.path == "/api/chat":
+                    self._chat(body)
+                else:
+                    self._send_json(404, {"error": "404 page not found"})
+
+            def _show(self, body: dict[str, Any] | None) -> None:
+                name = (body or {}).get("model") or (body or {}).get("name")
+                if name not in server.behaviour.models:
+                    self._send_json(404, {"error": f"model '{name}' not found"})
+                    return
+                self._send_json(200, {
+                    "modelfile": f"FROM {name}", "parameters": "", "template": "{{ .Prompt }}",
+                    "details": _details(), "model_info": {"general.architecture": "qwen3moe"},
+                    "capabilities": ["completion", "thinking"],
+                    "modified_at": _now(),
+                })
+
+            def _chat(self, body: dict[str, Any] | None) -> None:
+                b = server.behaviour
+                if body is None or "__invalid__" in body:
+                    self._send_json(400, {"error": "invalid request body"})
+                    return
+                model = body.get("model")
+                if not model:
+                    self._send_json(400, {"error": "model is required"})
+                    return
+                messages = body.get("messages") or []
+                if not isinstance(messages, list) or not all(
+                        isinstance(m, dict) and "role" in m for m in messages):
+                    self._send_json(400, {"error": "invalid message format"})
+                    return
+                if b.delay_s:
+                    time.sleep(b.delay_s)
+                if b.status is not None:
+                    self._send_json(b.status, {"error": b.error})
+                    return
+                if model not in b.models:
+                    self._send_json(404, {"error": f"model '{model}' not found"})
+                    return
+                text = b.reply(messages) if callable(b.reply) else b.reply
+                if body.get("stream", True) is False:
+                    self._send_json(200, {
+                        "model": model, "created_at": _now(),
+                        "message": {"role": "assistant", "content": text},
+                        "done": True, "done_reason": "stop", **_stats(text),
+                    })
+                    return
+                self._stream(model, text)
+
+            def _stream(self, model: str, text: str) -> None:
+                b = server.behaviour
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                size = max(1, b.chunk_chars)
+                pieces = [text[i:i + size] for i in range(0, len(text), size)]
+                for i, piece in enumerate(pieces):
+                    if b.stream_error is not None and i == len(pieces) // 2:
+                        self._chunk({"error": b.stream_error})
+                        break
+                    self._chunk({"model": model, "created_at": _now(),
+                                 "message": {"role": "assistant", "content": piece},
+                                 "done": False})
+                else:
+                    self._chunk({"model": model, "created_at": _now(),
+                                 "message": {"role": "assistant", "content": ""},
+                                 "done": True, "done_reason": "stop", **_stats(text)})
+                self.wfile.write(b"0\r\n\r\n")
+
+            def _chunk(self, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode() + b"\n"
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+        return Handler
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _details() -> dict[str, Any]:
+    return {"parent_model": "", "format": "gguf", "family": "qwen3moe",
+            "families": ["qwen3moe"], "parameter_size": "30.5B", "quantization_level": "Q4_K_M"}
+
+
+def _model_entry(name: str) -> dict[str, Any]:
+    return {"name": name, "model": name, "modified_at": _now(), "size": 18_556_688_736,
+            "digest": "0" * 64, "details": _details()}
+
+
+def _stats(text: str) -> dict[str, int]:
+    tokens = max(1, len(text.split()))
+    return {"total_duration": 1_000_000, "load_duration": 100_000, "prompt_eval_count": 42,
+            "prompt_eval_duration": 200_000, "eval_count": tokens, "eval_duration": 500_000}
+
+
+@contextmanager
+def running_ollama() -> Iterator[OllamaServer]:
+    """An Ollama-speaking server for the duration of a ``with`` block."""
+    server = OllamaServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
