@@ -106,3 +106,7 @@ main.add_command(_models.models)
 from sidecar.cli import bench as _bench  # noqa: E402
 
 main.add_command(_bench.bench)
+
+from sidecar.cli import evaluate as _evaluate  # noqa: E402
+
+main.add_command(_evaluate.evaluate)

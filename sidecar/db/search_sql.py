@@ -14,6 +14,8 @@ from sidecar.core.types import PostHit
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 
+# The largest hnsw.ef_search pgvector accepts.
+EF_SEARCH_MAX = 1000
 # A lexeme in tsquery text: 'word' (a quote inside is doubled).
 _LEXEME = r"'(?:[^']|'')+'"
 # What makes websearch_to_tsquery do more than AND words: "phrases", -exclusions and "or".
@@ -47,7 +49,8 @@ def semantic_leg(
     exactly on the halfvec (discourse-ai's scheme).
     """
     fetch = k * binary_overfetch if binary else k
-    _set_local(conn, "hnsw.ef_search", str(max(ef_search_min, fetch)))
+    # pgvector refuses ef_search above 1000; beyond that the iterative scan supplies the rest.
+    _set_local(conn, "hnsw.ef_search", str(min(EF_SEARCH_MAX, max(ef_search_min, fetch))))
     if iterative_scan:
         _set_local(conn, "hnsw.iterative_scan", "strict_order")
     # Model and strategy ids are inlined as literals so the planner can match the partial index.

@@ -1,0 +1,62 @@
+"""`sidecar eval`: retrieval quality on a forum dump with human judgements."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sidecar.settings import Settings
+
+DEFAULT_DUMP = Path("../shared/eval/qatarliving")
+
+
+@click.command("eval")
+@click.option("--dump", "dump", type=click.Path(path_type=Path), default=DEFAULT_DUMP,
+              show_default=True,
+              help="Evaluation dump: categories/topics/posts JSONL, queries.jsonl, qrels TSVs.")
+@click.option("--config", "configs", multiple=True, metavar="NAME",
+              help="Run only these configurations (repeatable). Default: the whole matrix.")
+@click.option("--baseline", default="semantic-best", show_default=True,
+              help="The configuration every other one is compared with.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("eval-results/eval.json"),
+              show_default=True, help="Result JSON; FILE.md and FILE.png are written next to it.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True,
+              help="Bootstrap resamples.")
+@click.option("--no-png", is_flag=True, help="Skip the chart.")
+@click.option("--list-configs", is_flag=True, help="List the configurations and exit.")
+@click.pass_obj
+def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline: str, out: Path,
+             seed: int, resamples: int, no_png: bool, list_configs: bool) -> None:
+    """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
+
+    The dump is imported and embedded once into a database of its own (reused while the dump,
+    model and strategy are unchanged); see docs/evaluation.md.
+    """
+    from sidecar.evaluation.configs import CATALOGUE
+
+    if list_configs:
+        for c in CATALOGUE:
+            extra = "" if c.default else " [not in the default matrix]"
+            parent = f" (vs {c.parent}: {c.factor})" if c.parent else " (baseline)"
+            click.echo(f"{c.name:22} {c.description}{parent}{extra}")
+        return
+    if not (dump / "queries.jsonl").is_file():
+        raise click.UsageError(
+            f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
+    from sidecar.bootstrap import ensure_model
+    from sidecar.evaluation.evaluate import run_evaluation
+    from sidecar.evaluation.report import to_markdown, write_outputs
+
+    ensure_model(settings)
+    doc = run_evaluation(settings, dump, config_names=configs, baseline=baseline,
+                         resamples=resamples, seed=seed,
+                         command="sidecar eval " + " ".join(sys.argv[2:]))
+    written = write_outputs(doc, out, png=not no_png)
+    click.echo(to_markdown(doc))
+    for kind, path in written.items():
+        click.echo(f"written ({kind}): {path}")
+    if "png" not in written and not no_png:
+        click.echo("no chart: matplotlib is not installed (pip install '.[dev]')", err=True)

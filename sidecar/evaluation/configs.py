@@ -1,0 +1,145 @@
+"""The configuration matrix: each configuration changes one factor of another one.
+
+Every configuration maps onto the product's own knobs (``SearchOptions``: mode, topic score,
+strategy, RRF k; the ``index_kind`` setting) plus optional post-retrieval stages (the
+cross-encoder rerank). ``parent`` names the configuration it differs from by exactly one factor,
+``factor`` says which; all are also compared with the named baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from sidecar.core.types import Mode, TopicScore
+from sidecar.errors import InvalidInput
+from sidecar.search import SearchOptions
+
+DEFAULT_BASELINE = "semantic-best"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One retrieval configuration."""
+
+    name: str
+    description: str
+    factor: str  # what changes relative to ``parent``
+    parent: str | None = None
+    mode: Mode = Mode.SEMANTIC
+    topic_score: TopicScore = TopicScore.BEST
+    strategy: int = 1
+    rrf_k: int = 60
+    index_kind: Literal["halfvec", "binary"] = "halfvec"
+    stages: tuple[str, ...] = ()
+    default: bool = True  # part of the matrix when no --config is given
+    cost: str = ""  # a note when the configuration needs extra work (another embedding pass)
+
+    def options(self) -> SearchOptions:
+        """The product's search options for this configuration."""
+        return SearchOptions(mode=self.mode, strategy=self.strategy,
+                             topic_score=self.topic_score, rrf_k=self.rrf_k)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        data = asdict(self)
+        data["mode"] = self.mode.value
+        data["topic_score"] = self.topic_score.value
+        data["stages"] = list(self.stages)
+        return data
+
+
+def _c(name: str, description: str, factor: str, parent: str | None, **kw: Any) -> EvalConfig:
+    return EvalConfig(name=name, description=description, factor=factor, parent=parent, **kw)
+
+
+CATALOGUE: tuple[EvalConfig, ...] = (
+    _c("semantic-best", "bi-encoder only, one vector per post, topic = its best post",
+       "baseline (the reference point's setup)", None),
+    _c("keyword-best", "keyword leg only (full text, BM25 idf weights), topic = best post",
+       "legs: keyword instead of semantic", "semantic-best", mode=Mode.KEYWORD),
+    _c("hybrid-best", "semantic + keyword legs fused by RRF (k=60), topic = best post",
+       "legs: semantic + keyword (RRF)", "semantic-best", mode=Mode.HYBRID),
+    _c("semantic-mean2", "bi-encoder only, topic = mean of its best two posts",
+       "topic score: mean of best two", "semantic-best", topic_score=TopicScore.MEAN2),
+    _c("hybrid-mean2", "hybrid RRF, topic = mean of its best two posts",
+       "topic score: mean of best two", "hybrid-best", mode=Mode.HYBRID,
+       topic_score=TopicScore.MEAN2),
+    _c("semantic-binary", "bi-encoder on the binary-quantized HNSW index + exact re-rank",
+       "index: binary-quantized HNSW + exact re-rank", "semantic-best", index_kind="binary"),
+    _c("semantic-best-rerank", "bi-encoder, then the cross-encoder reranks the top topics",
+       "stage: cross-encoder rerank", "semantic-best", stages=("rerank",)),
+    _c("hybrid-best-rerank", "hybrid RRF, then the cross-encoder reranks the top topics",
+       "stage: cross-encoder rerank", "hybrid-best", mode=Mode.HYBRID, stages=("rerank",)),
+    # Not in the default matrix: they cost an extra embedding pass or explore a secondary knob.
+    _c("semantic-s2", "bi-encoder on strategy 2 (title + OP/parent excerpts + post)",
+       "embedded text: enriched (strategy 2)", "semantic-best", strategy=2, default=False,
+       cost="embeds every post a second time (strategy 2)"),
+    _c("hybrid-k20", "hybrid RRF with k=20 (rank 1 weighs more)",
+       "RRF k: 20 instead of 60", "hybrid-best", mode=Mode.HYBRID, rrf_k=20, default=False),
+)
+
+BY_NAME: dict[str, EvalConfig] = {c.name: c for c in CATALOGUE}
+
+
+@dataclass
+class Matrix:
+    """The configurations to run, and those left out with the reason."""
+
+    configs: list[EvalConfig]
+    baseline: str
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def strategies(self) -> set[int]:
+        """Embedding strategies the configurations need."""
+        return {c.strategy for c in self.configs}
+
+    @property
+    def index_kinds(self) -> set[str]:
+        """Vector indexes the configurations need."""
+        return {c.index_kind for c in self.configs}
+
+    @property
+    def stages(self) -> set[str]:
+        """Post-retrieval stages the configurations need."""
+        return {s for c in self.configs for s in c.stages}
+
+
+def select(
+    names: Sequence[str],
+    baseline: str = DEFAULT_BASELINE,
+    available_stages: Iterable[str] = (),
+) -> Matrix:
+    """The matrix for ``--config`` names (all default ones when empty), baseline first.
+
+    A default configuration whose stage cannot run (no cross-encoder) is skipped with a reason;
+    one asked for by name is an error, since the user expects it.
+    """
+    unknown = [n for n in [*names, baseline] if n not in BY_NAME]
+    if unknown:
+        raise InvalidInput(
+            f"unknown configuration(s) {', '.join(sorted(set(unknown)))}; "
+            f"known: {', '.join(BY_NAME)}"
+        )
+    available = set(available_stages)
+    explicit = bool(names)
+    chosen = [BY_NAME[n] for n in dict.fromkeys(names)] if explicit else [
+        c for c in CATALOGUE if c.default]
+    matrix = Matrix(configs=[], baseline=baseline)
+    for config in chosen:
+        missing = [s for s in config.stages if s not in available]
+        if missing:
+            reason = f"stage {', '.join(missing)} unavailable (no cross-encoder configured)"
+            if explicit:
+                raise InvalidInput(f"configuration {config.name}: {reason}; set "
+                                   "SIDECAR_RERANK_MODEL_PATH (or SIDECAR_RERANK_MODEL)")
+            matrix.skipped[config.name] = reason
+            continue
+        matrix.configs.append(config)
+    base = BY_NAME[baseline]
+    if any(s not in available for s in base.stages):
+        raise InvalidInput(f"the baseline {baseline} needs a stage that cannot run here")
+    matrix.configs = [base] + [c for c in matrix.configs if c.name != baseline]
+    return matrix

@@ -1,0 +1,109 @@
+"""Stages after `find_topics` (reranking, and any later one), as the evaluation plugs them in.
+
+A stage takes the query and the first-stage topics (best first) and returns them reordered. The
+configuration matrix names stages; each name maps to a factory that builds the stage from the
+evaluation's resources, or returns None when the stage cannot run here (no cross-encoder
+configured), in which case the configurations that need it are left out and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from sidecar.answer.rerank import POSTS_PER_TOPIC, Candidate, by_relevance, cross_encode
+from sidecar.core.evidence import PostText, plain_text
+from sidecar.core.types import TopicHit
+from sidecar.db.forum_read import public_posts
+from sidecar.resources import Resources
+
+
+class TopicStage(Protocol):
+    """One post-retrieval stage."""
+
+    @property
+    def name(self) -> str:
+        """Short name, shown in the report."""
+        ...
+
+    @property
+    def candidates(self) -> int:
+        """How many first-stage topics the stage wants to see."""
+        ...
+
+    def apply(self, query: str, topics: Sequence[TopicHit]) -> list[TopicHit]:
+        """The topics in the stage's order."""
+        ...
+
+
+class CrossEncoderRerank:
+    """The answer pipeline's rerank (``sidecar.answer.rerank``) applied to search candidates.
+
+    As ``POST /v1/retrieve`` does: each of the first ``candidates`` topics is represented by its
+    best fused public posts, the cross-encoder scores (query, post text) pairs in one batch, a
+    topic scores its best post's score and that post becomes the one it links to. Topics beyond
+    ``candidates`` keep their first-stage order after the reranked ones.
+    """
+
+    def __init__(self, res: Resources, candidates: int) -> None:
+        if res.reranker is None:
+            raise ValueError("no cross-encoder is loaded")
+        self.res = res
+        self.reranker = res.reranker
+        self.candidates = candidates
+        self.name = f"rerank:{res.reranker.name}"
+
+    def _candidates(self, topics: Sequence[TopicHit]) -> list[Candidate]:
+        wanted = [p.post_id for t in topics for p in t.posts[:POSTS_PER_TOPIC]]
+        with self.res.db.connection() as conn:
+            records = public_posts(conn, wanted)
+        out = []
+        for rank, topic in enumerate(topics, start=1):
+            posts = [PostText(post_id=r.post_id, topic_id=r.topic_id,
+                              post_number=r.post_number, title=r.title,
+                              url=self.res.search.url(r), text=plain_text(r.cooked))
+                     for p in topic.posts[:POSTS_PER_TOPIC]
+                     if (r := records.get(p.post_id)) is not None]
+            if posts:
+                out.append(Candidate(topic=topic, fused_rank=rank, posts=posts))
+        return out
+
+    def apply(self, query: str, topics: Sequence[TopicHit]) -> list[TopicHit]:
+        """Rerank the head; the linked post becomes the topic's best-scored post."""
+        head, tail = list(topics[: self.candidates]), list(topics[self.candidates:])
+        candidates = self._candidates(head)
+        if not candidates:
+            return tail
+        cross_encode(self.reranker, query, candidates)
+        reranked = []
+        for c in by_relevance(candidates):
+            best = c.best_post.post_id
+            posts = sorted(c.topic.posts, key=lambda p: p.post_id != best)  # best first, stable
+            reranked.append(TopicHit(topic_id=c.topic.topic_id,
+                                     score=c.score if c.score is not None else c.topic.score,
+                                     posts=tuple(posts)))
+        return reranked + tail
+
+
+StageFactory = Callable[[Resources], TopicStage | None]
+
+
+def _rerank(res: Resources) -> TopicStage | None:
+    if res.reranker is None:
+        return None
+    # The width /v1/retrieve reranks: three times its evidence budget, at least the minimum.
+    wide = max(3 * res.settings.retrieve_limit, res.settings.rerank_candidates_min)
+    return CrossEncoderRerank(res, candidates=wide)
+
+
+# Stage name -> factory. A later stage (MMR, neighbourhood, ...) registers here and becomes
+# available to configurations by name.
+STAGES: dict[str, StageFactory] = {"rerank": _rerank}
+
+
+def build_stages(res: Resources, names: Sequence[str]) -> dict[str, TopicStage | None]:
+    """Each named stage, or None where it cannot run with these resources."""
+    unknown = [n for n in names if n not in STAGES]
+    if unknown:
+        raise ValueError(f"unknown stages: {', '.join(unknown)}")
+    return {name: STAGES[name](res) for name in names}

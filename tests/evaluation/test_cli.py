@@ -1,0 +1,58 @@
+"""`sidecar eval` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from sidecar.cli.main import main
+
+
+def _env(settings: Any) -> dict[str, str]:
+    return {"DATABASE_URL": settings.database_url, "REDIS_URL": settings.redis_url,
+            "SIDECAR_STATE_DIR": str(settings.state_dir),
+            "SIDECAR_EMBED_MODEL_PATH": str(settings.embed_model_path),
+            "SIDECAR_LOG_LEVEL": "WARNING"}
+
+
+def test_list_configs() -> None:
+    result = CliRunner().invoke(main, ["eval", "--list-configs"])
+    assert result.exit_code == 0
+    assert "semantic-best" in result.output and "hybrid-best-rerank" in result.output
+    assert "not in the default matrix" in result.output
+
+
+def test_missing_dump_is_a_clear_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["eval", "--dump", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2
+    assert "no evaluation dump" in result.output and "--dump" in result.output
+
+
+def test_unknown_configuration_is_a_clear_error(eval_settings: Any, eval_dump: Path) -> None:
+    result = CliRunner().invoke(main, ["eval", "--dump", str(eval_dump), "--config", "nope"],
+                                env=_env(eval_settings))
+    assert result.exit_code == 2
+    assert "unknown configuration(s) nope" in result.output
+
+
+def test_eval_writes_json_markdown_and_png(eval_settings: Any, eval_dump: Path,
+                                           tmp_path: Path) -> None:
+    out = tmp_path / "results" / "eval.json"
+    args = ["eval", "--dump", str(eval_dump), "--out", str(out), "--config", "semantic-best",
+            "--config", "keyword-best", "--resamples", "200", "--seed", "5"]
+    result = CliRunner().invoke(main, args, env=_env(eval_settings))
+    assert result.exit_code == 0, result.output
+    assert "| **semantic-best** |" in result.output and "| keyword-best |" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["bootstrap"] == {"resamples": 200, "seed": 5, "confidence": 0.95}
+    assert doc["meta"]["command"].startswith("sidecar eval")
+    assert out.with_suffix(".md").is_file() and out.with_suffix(".png").is_file()
+    # Same seed, same state: the same comparison, to the last digit.
+    again = CliRunner().invoke(main, args, env=_env(eval_settings))
+    assert again.exit_code == 0, again.output
+    second = json.loads(out.read_text())
+    assert second["comparisons"] == doc["comparisons"]
+    assert second["meta"]["state"]["reused"] is True
