@@ -110,3 +110,8 @@ main.add_command(_bench.bench)
 from sidecar.cli import evaluate as _evaluate  # noqa: E402
 
 main.add_command(_evaluate.evaluate)
+
+from sidecar.cli import jobs as _jobs  # noqa: E402
+
+main.add_command(_jobs.worker)
+main.add_command(_jobs.queues_cmd)

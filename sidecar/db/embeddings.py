@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 import psycopg
@@ -126,9 +127,72 @@ def upsert_embeddings(
 
 
 def delete_embeddings(conn: DictConn, post_ids: Sequence[int]) -> int:
-    """Remove every vector of these posts, whatever the model or strategy."""
-    cur = conn.execute("DELETE FROM ai_posts_embeddings WHERE post_id = ANY(%s)", (list(post_ids),))
+    """Remove every vector of these posts, whatever the sidecar model or strategy.
+
+    Rows of models the sidecar did not register (discourse-ai's own, in a shared table) are
+    not the sidecar's to delete.
+    """
+    cur = conn.execute(
+        "DELETE FROM ai_posts_embeddings WHERE post_id = ANY(%s)"
+        " AND model_id IN (SELECT id FROM sidecar_embedding_models)",
+        (list(post_ids),),
+    )
     return cur.rowcount
+
+
+def delete_not_public(
+    conn: DictConn,
+    *,
+    post_ids: Sequence[int] = (),
+    topic_ids: Sequence[int] = (),
+    category_ids: Sequence[int] = (),
+) -> int:
+    """Remove every vector of the posts in scope that are not public now (or no longer exist).
+
+    The scope is the given posts, every post of the given topics, and every post of the topics
+    in the given categories or in their subcategories (a parent turned read-restricted hides its
+    children). One set-based statement, so even a large category is handled inside the request.
+    Only rows of the sidecar's registered models are touched.
+    """
+    cur = conn.execute(
+        sql.SQL(
+            """
+            WITH scope AS (
+                SELECT unnest(%(posts)s::bigint[]) AS post_id
+                UNION
+                SELECT p.id FROM posts p WHERE p.topic_id = ANY(%(topics)s::int[])
+                UNION
+                SELECT p.id FROM posts p JOIN topics t ON t.id = p.topic_id
+                LEFT JOIN categories c ON c.id = t.category_id
+                WHERE t.category_id = ANY(%(cats)s::int[])
+                   OR c.parent_category_id = ANY(%(cats)s::int[])
+            ), public AS (
+                SELECT p.id FROM posts p {joins}
+                WHERE p.id IN (SELECT post_id FROM scope) AND {public}
+            )
+            DELETE FROM ai_posts_embeddings e
+            WHERE e.post_id IN (SELECT post_id FROM scope)
+              AND e.post_id NOT IN (SELECT id FROM public)
+              AND e.model_id IN (SELECT id FROM sidecar_embedding_models)
+            """
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        {"posts": list(post_ids), "topics": list(topic_ids), "cats": list(category_ids)},
+    )
+    return cur.rowcount
+
+
+# Backfill phases, in the order they are worked: posts with no vector for (model, strategy);
+# vectors of an older model or strategy version; posts touched since their last check (drift).
+PHASES: tuple[str, ...] = ("missing", "outdated", "drift")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A public post that may need (re-)embedding, with why and its stored digest."""
+
+    post_id: int
+    phase: str
+    digest: str | None
 
 
 def stale_candidates(
@@ -137,50 +201,90 @@ def stale_candidates(
     strategy_id: int,
     strategy_version: int,
     *,
-    after_id: int = 0,
-    limit: int = 1000,
-) -> list[dict[str, object]]:
-    """Public posts that may need (re-)embedding, by id from ``after_id``.
+    limit: int | None = None,
+    min_chars: int = 1,
+    phases: Sequence[str] = PHASES,
+) -> list[Candidate]:
+    """Public posts that may need (re-)embedding, phase by phase, newest topics first.
 
-    Selected: posts with no vector for (model, strategy); vectors of an older model or strategy
-    version; and posts, topics or categories touched since their vector was last checked (their
-    text may have drifted; the digest decides). Each row carries the stored digest, if any.
+    Phases (see ``PHASES``): no vector for (model, strategy); a vector of an older model or
+    strategy version; a post, topic or category (and, for the enriched strategy, the opening post
+    or the post replied to) touched after the post was last compared with its stored digest in
+    ``sidecar_embedding_checks``. Drift candidates may well be unchanged: the digest decides, and
+    a post found unchanged is marked checked so it is not selected again. Within a phase, topics
+    come by ``bumped_at`` descending (discourse-ai #452: what members read now comes first) and
+    posts in topic order.
     """
-    return conn.execute(
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        raise ValueError(f"unknown phases {sorted(unknown)}")
+    # The enriched strategy embeds excerpts of the opening post and of the post replied to: an
+    # edit of either changes this post's text.
+    context_joins = sql.SQL("")
+    context_times = sql.SQL("")
+    if strategy_id == 2:
+        context_joins = sql.SQL(
+            """
+            LEFT JOIN posts op ON op.topic_id = p.topic_id AND op.post_number = 1
+                 AND p.post_number > 1
+            LEFT JOIN posts par ON par.topic_id = p.topic_id
+                 AND par.post_number = p.reply_to_post_number
+            """
+        )
+        context_times = sql.SQL(", op.updated_at, par.updated_at")
+    rows = conn.execute(
         sql.SQL(
             """
-            SELECT p.id AS post_id, e.digest
-            FROM posts p {joins}
-            LEFT JOIN ai_posts_embeddings e
-                   ON e.post_id = p.id AND e.model_id = %(mid)s AND e.strategy_id = %(sid)s
-            LEFT JOIN sidecar_embedding_checks k
-                   ON k.post_id = p.id AND k.model_id = %(mid)s AND k.strategy_id = %(sid)s
-            WHERE {public} AND p.id > %(after)s
-              AND (e.post_id IS NULL OR e.model_version < %(mv)s OR e.strategy_version < %(sv)s
-                   OR greatest(p.updated_at, t.updated_at, c.updated_at)
-                      > coalesce(k.checked_at, e.updated_at))
-            ORDER BY p.id
+            SELECT post_id, phase, digest FROM (
+                SELECT p.id AS post_id, e.digest, t.bumped_at, t.id AS topic_id, p.post_number,
+                       CASE WHEN e.post_id IS NULL THEN 1
+                            WHEN e.model_version < %(mv)s OR e.strategy_version < %(sv)s THEN 2
+                            WHEN greatest(p.updated_at, t.updated_at, c.updated_at {times})
+                                 > coalesce(k.checked_at, e.updated_at) THEN 3
+                       END AS phase
+                FROM posts p {joins}
+                LEFT JOIN ai_posts_embeddings e
+                       ON e.post_id = p.id AND e.model_id = %(mid)s AND e.strategy_id = %(sid)s
+                LEFT JOIN sidecar_embedding_checks k
+                       ON k.post_id = p.id AND k.model_id = %(mid)s AND k.strategy_id = %(sid)s
+                {context}
+                WHERE {public} AND length(p.raw) >= %(min_chars)s
+            ) c
+            WHERE phase = ANY(%(phases)s)
+            ORDER BY phase, bumped_at DESC, topic_id DESC, post_number
             LIMIT %(limit)s
             """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 context=context_joins, times=context_times),
         {"mid": model.id, "sid": strategy_id, "mv": model.version, "sv": strategy_version,
-         "after": after_id, "limit": limit},
+         "min_chars": min_chars, "limit": limit,
+         "phases": [PHASES.index(p) + 1 for p in phases]},
     ).fetchall()
+    return [Candidate(int(r["post_id"]), PHASES[r["phase"] - 1], r["digest"]) for r in rows]
 
 
 def mark_checked(
-    conn: DictConn, model: RegisteredModel, strategy_id: int, post_ids: Sequence[int]
+    conn: DictConn,
+    model: RegisteredModel,
+    strategy_id: int,
+    post_ids: Sequence[int],
+    read_at: datetime | None = None,
 ) -> None:
-    """Record that these posts' text was compared with their stored digest just now."""
+    """Record that these posts' text, as read at ``read_at`` (UTC; default now), was compared
+    with their stored digest.
+
+    ``read_at`` should be when the text was read, not when this is written: an edit landing in
+    between must stay newer than the check, or the drift phase would never see it.
+    """
     if not post_ids:
         return
     conn.execute(
         """
         INSERT INTO sidecar_embedding_checks (model_id, strategy_id, post_id, checked_at)
-        SELECT %s, %s, unnest(%s::bigint[]), now() AT TIME ZONE 'utc'
+        SELECT %s, %s, unnest(%s::bigint[]), coalesce(%s::timestamp, now() AT TIME ZONE 'utc')
         ON CONFLICT (model_id, strategy_id, post_id) DO UPDATE SET checked_at = EXCLUDED.checked_at
         """,
-        (model.id, strategy_id, list(post_ids)),
+        (model.id, strategy_id, list(post_ids), read_at),
     )
 
 

@@ -1,0 +1,137 @@
+"""One backfill batch: take it (or not), embed it, count it once; and the in-process loop.
+
+The same :func:`execute_batch` runs inside an RQ job (``jobs.tasks.backfill_batch``) and in
+``sidecar backfill --sync``, so both paths count, pause and stop identically.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs import driver, planner
+from jobs.context import JobContext
+from jobs.env import Env
+from jobs.errors import Failure, classify, describe
+from jobs.ledger import fail_batch, record_error, release_batch, settle_batch
+from jobs.runs import Run, get_run, stop_run
+from sidecar.db.pool import DictConn
+from sidecar.errors import NotFound
+from sidecar.indexing import BatchResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    """What one execution of a batch did."""
+
+    status: str  # settled | already | skipped
+    detail: str = ""
+    result: BatchResult | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The job's return value (kept in rq's registry for a day)."""
+        data: dict[str, Any] = {"status": self.status, "detail": self.detail}
+        if self.result is not None:
+            data.update(embedded=self.result.embedded, unchanged=self.result.unchanged,
+                        gone=self.result.missing)
+        return data
+
+
+def execute_batch(ctx: JobContext, run_id: int, seq: int, *, job_id: str | None) -> Outcome:
+    """Embed batch ``seq`` of run ``run_id`` if the run still takes batches.
+
+    A run that is paused, stopped or past its deadline does not take the batch: it goes back to
+    pending (a resumed run enqueues it again). Errors are recorded on the run (terminal provider
+    errors count towards pausing it) and raised, so RQ retries the job with backoff.
+    """
+    res = ctx.resources
+    with res.db.connection() as conn:
+        run = get_run(conn, run_id)
+        batch = conn.execute(
+            "SELECT state, post_ids FROM sidecar_backfill_batches WHERE run_id = %s AND seq = %s",
+            (run_id, seq),
+        ).fetchone()
+        if batch is None:
+            raise NotFound(f"run #{run_id} has no batch {seq}")
+        if batch["state"] in ("done", "failed"):
+            return Outcome("already", f"batch already {batch['state']}")
+        if run.status != "running":
+            release_batch(conn, run_id, seq, job_id)
+            return Outcome("skipped", f"run #{run_id} is {run.status}")
+        if run.deadline is not None and datetime.now(UTC) >= run.deadline:
+            stop_run(conn, run_id, "deadline")
+            return Outcome("skipped", f"run #{run_id} reached its deadline")
+    indexer = ctx.indexer(ctx.model(run.model_id), run.strategy_id)
+    settled: list[bool] = []
+
+    def count(conn: DictConn, result: BatchResult) -> None:
+        settled.append(settle_batch(conn, run_id, seq, result))
+
+    try:
+        result = indexer.embed_posts([int(i) for i in batch["post_ids"]], on_write=count)
+    except Exception as exc:
+        failure = classify(exc)
+        with res.db.connection() as conn:
+            paused = record_error(conn, run_id, describe(exc),
+                                  counts=failure is Failure.TERMINAL,
+                                  pause_after=ctx.settings.backfill_pause_after_errors)
+        if paused:
+            log.error("run #%d paused after repeated provider errors: %s", run_id, describe(exc))
+        raise
+    return Outcome("settled" if settled and settled[0] else "already", result=result)
+
+
+def give_up_batch(env: Env, run_id: int, seq: int, exc: BaseException | None,
+                  job_id: str | None) -> None:
+    """A batch whose retries are spent: failed (and counted), or back to pending if paused."""
+    message = describe(exc) if exc is not None else "gave up"
+    with env.db.connection() as conn:
+        run = get_run(conn, run_id, lock=True)
+        if run.status != "running":
+            release_batch(conn, run_id, seq, job_id)
+            return
+        if fail_batch(conn, run_id, seq, message):
+            # Terminal errors were counted when raised; the others count once given up.
+            counts = exc is None or classify(exc) is not Failure.TERMINAL
+            record_error(conn, run_id, message, counts=counts,
+                         pause_after=env.settings.backfill_pause_after_errors)
+
+
+def run_sync(ctx: JobContext, run_id: int,
+             on_progress: Callable[[Run], None] | None = None) -> Run:
+    """``sidecar backfill --sync``: plan and work a run in this process, no queue.
+
+    No retries here: a batch that raises is recorded as failed (terminal provider errors still
+    pause the run, which ends the loop). The index is built in-process at the end.
+    """
+    res = ctx.resources
+    run = planner.plan_run(ctx, run_id)
+    if on_progress:
+        on_progress(run)
+    while run.status == "running":
+        with res.db.connection() as conn:
+            row = conn.execute(
+                "SELECT seq FROM sidecar_backfill_batches WHERE run_id = %s"
+                " AND state = 'pending' ORDER BY seq LIMIT 1", (run_id,),
+            ).fetchone()
+        if row is None:
+            break
+        try:
+            execute_batch(ctx, run_id, row["seq"], job_id=None)
+        except Exception as exc:
+            log.error("run #%d batch %d failed: %s", run_id, row["seq"], describe(exc))
+            give_up_batch(res, run_id, row["seq"], exc, None)
+        with res.db.connection() as conn:
+            run = get_run(conn, run_id)
+        if on_progress:
+            on_progress(run)
+    finished = driver.finish_if_done(res, run_id, inline=True)
+    if finished is None and run.status == "finished":
+        driver.on_finished(res, run, inline=True)
+    with res.db.connection() as conn:
+        return get_run(conn, run_id)

@@ -1,0 +1,112 @@
+"""Planning a run: which posts, in which order, in which batches, within the budget.
+
+Candidates come phase by phase (no vector, older version, drift), newest topics first. Drift
+candidates are only *maybe* changed (their post, topic or category was touched since the last
+check), so the planner sweeps them: it builds their text, compares its digest with the stored
+one, and plans only the changed ones; the unchanged are marked checked, in the transaction that
+saves the plan, and will not be selected again until touched again. The budget therefore counts
+posts that really need the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from jobs.context import JobContext
+from jobs.runs import Run, get_run, save_plan
+from sidecar.db.embeddings import Candidate, mark_checked
+from sidecar.indexing import Indexer
+
+log = logging.getLogger(__name__)
+
+SWEEP_CHUNK = 256  # drift candidates compared per read
+
+
+@dataclass
+class Plan:
+    """What planning decided."""
+
+    batches: list[tuple[str, list[int]]] = field(default_factory=list)
+    phases: dict[str, int] = field(default_factory=dict)
+    swept_unchanged: list[int] = field(default_factory=list)
+    # (post ids, when their text was read): how the sweep's unchanged posts are marked checked
+    checks: list[tuple[list[int], datetime]] = field(default_factory=list)
+    not_planned: int = 0
+
+    @property
+    def posts(self) -> int:
+        """Posts taken into batches."""
+        return sum(len(ids) for _, ids in self.batches)
+
+
+def build_plan(indexer: Indexer, candidates: list[Candidate], *, batch_size: int,
+               budget: int | None) -> Plan:
+    """Cut the ordered candidates into batches, sweeping drift ones, up to ``budget`` posts.
+
+    A batch never mixes phases, so a run's record says which kind of work each batch was.
+    """
+    plan = Plan()
+    taken: list[tuple[str, int]] = []
+    limit = budget if budget is not None else len(candidates)
+    for phase in ("missing", "outdated", "drift"):
+        mine = [c for c in candidates if c.phase == phase]
+        plan.phases[phase] = len(mine)
+        if phase != "drift":
+            room = max(0, limit - len(taken))
+            taken += [(phase, c.post_id) for c in mine[:room]]
+            plan.not_planned += max(0, len(mine) - room)
+            continue
+        pos = 0
+        while pos < len(mine):
+            room = limit - len(taken)
+            if room <= 0:
+                # Not compared yet: they stay candidates for the next run.
+                plan.not_planned += len(mine) - pos
+                break
+            chunk = mine[pos:pos + SWEEP_CHUNK]
+            pos += len(chunk)
+            prepared = indexer.prepare([c.post_id for c in chunk])
+            changed = {prepared.sources[j].post_id for j in prepared.changed()}
+            unchanged = [s.post_id for s in prepared.sources if s.post_id not in changed]
+            plan.swept_unchanged += unchanged
+            plan.checks.append((unchanged, prepared.checked_at))
+            # Keep the candidates' order (newest topics first) among the changed ones.
+            ordered = [c.post_id for c in chunk if c.post_id in changed]
+            taken += [("drift", pid) for pid in ordered[:room]]
+            plan.not_planned += max(0, len(ordered) - room)
+    batch: list[int] = []
+    current = None
+    for phase, pid in taken:
+        if batch and (phase != current or len(batch) >= batch_size):
+            plan.batches.append((current or phase, batch))
+            batch = []
+        current = phase
+        batch.append(pid)
+    if batch:
+        plan.batches.append((current or "missing", batch))
+    return plan
+
+
+def plan_run(ctx: JobContext, run_id: int) -> Run:
+    """Plan a run in ``planning`` state and save its batches; other states are left alone."""
+    db = ctx.resources.db
+    with db.connection() as conn:
+        run = get_run(conn, run_id)
+    if run.status != "planning":
+        return run
+    model = ctx.model(run.model_id)
+    indexer = ctx.indexer(model, run.strategy_id)
+    candidates = indexer.candidates(min_chars=ctx.settings.min_post_chars)
+    plan = build_plan(indexer, candidates, batch_size=run.batch_size, budget=run.budget)
+    with db.connection() as conn:
+        for ids, read_at in plan.checks:
+            mark_checked(conn, model, run.strategy_id, ids, read_at)
+        saved = save_plan(conn, run_id, plan.batches, phases=plan.phases,
+                          swept_unchanged=len(plan.swept_unchanged),
+                          not_planned=plan.not_planned)
+    log.info("run #%d planned: %d posts in %d batches (%s; %d unchanged after sweep, %d left "
+             "for later)", run_id, plan.posts, len(plan.batches), plan.phases,
+             len(plan.swept_unchanged), plan.not_planned)
+    return saved
