@@ -28,3 +28,7 @@ loglevel = _settings.log_level.lower()
 # Behind a reverse proxy on the same machine (nginx, Caddy): trust its X-Forwarded-* headers.
 forwarded_allow_ips = "127.0.0.1,::1"
 proc_name = "sidecar-api"
+
+
+# Close each worker's connection pool on exit (its threads are not daemons).
+from sidecar.gunicorn_hooks import worker_exit  # noqa: E402, F401

@@ -30,13 +30,6 @@ PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "health.metrics",
 SELF_AUTHENTICATED_PREFIXES = ("moderation.",)
 
 
-def close_app(app: Flask) -> None:
-    """Release the app's resources (pool threads would otherwise keep a worker from exiting)."""
-    resources: Resources | None = app.extensions.get("sidecar")
-    if resources is not None:
-        resources.close()
-
-
 def create_app(settings: Settings | None = None, resources: Resources | None = None) -> Flask:
     """Build the app. Resources are attached here, at start-up, never at import time.
 

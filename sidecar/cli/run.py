@@ -33,17 +33,11 @@ class _Gunicorn(BaseApplication):
         return create_app(self.settings)
 
 
-def _worker_exit(_arbiter: Any, worker: Any) -> None:
-    # The pool's threads are not daemons: without this a worker hangs until its kill timeout.
-    from sidecar.api.app import close_app
-
-    if isinstance(getattr(worker, "wsgi", None), Flask):
-        close_app(worker.wsgi)
-
-
 def _serve(settings: Settings, workers: int | None) -> None:
+    from sidecar.gunicorn_hooks import worker_exit
+
     _Gunicorn(settings, {
-        "worker_exit": _worker_exit,
+        "worker_exit": worker_exit,
         "bind": f"{settings.host}:{settings.port}",
         "workers": workers or settings.workers,
         "threads": settings.threads,
