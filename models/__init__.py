@@ -11,16 +11,39 @@ Typical use::
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from models.batching import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS
-from models.crossencoder import OnnxCrossEncoder
-from models.embedder import DummyEmbedder, OnnxEmbedder
-from models.errors import ModelError, ModelInputError, ModelLoadError
-from models.manifest import ModelManifest, read_manifest, verify_checksum, write_manifest
-from models.prepare import prepare_model
-from models.protocols import Embedder, Reranker
-from models.tiny import make_tiny_cross_encoder, make_tiny_embedder
+if TYPE_CHECKING:
+    from models.crossencoder import OnnxCrossEncoder
+    from models.embedder import DummyEmbedder, OnnxEmbedder
+    from models.errors import ModelError, ModelInputError, ModelLoadError
+    from models.manifest import ModelManifest, read_manifest, verify_checksum, write_manifest
+    from models.prepare import prepare_model
+    from models.protocols import Embedder, Reranker
+    from models.tiny import make_tiny_cross_encoder, make_tiny_embedder
+
+# Names are imported on first use (PEP 562), so that `import models.manifest` stays light: a
+# gunicorn master checks model directories without loading ONNX Runtime or numpy, whose
+# threads must not cross the fork into the workers.
+_EXPORTS: dict[str, str] = {
+    "DummyEmbedder": "models.embedder",
+    "Embedder": "models.protocols",
+    "ModelError": "models.errors",
+    "ModelInputError": "models.errors",
+    "ModelLoadError": "models.errors",
+    "ModelManifest": "models.manifest",
+    "OnnxCrossEncoder": "models.crossencoder",
+    "OnnxEmbedder": "models.embedder",
+    "Reranker": "models.protocols",
+    "make_tiny_cross_encoder": "models.tiny",
+    "make_tiny_embedder": "models.tiny",
+    "prepare_model": "models.prepare",
+    "read_manifest": "models.manifest",
+    "verify_checksum": "models.manifest",
+    "write_manifest": "models.manifest",
+}
 
 __all__ = [
     "DummyEmbedder",
@@ -42,6 +65,19 @@ __all__ = [
     "write_manifest",
 ]
 
+# Mirrors models.batching (kept literal here so that this module imports nothing heavy).
+DEFAULT_MAX_BATCH_TOKENS = 16384
+DEFAULT_MAX_BATCH_SIZE = 32
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 def load_embedder(
     path: str | Path,
@@ -51,6 +87,8 @@ def load_embedder(
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
 ) -> OnnxEmbedder:
     """Open a prepared embedding model directory (raises :class:`ModelLoadError` on failure)."""
+    from models.embedder import OnnxEmbedder
+
     return OnnxEmbedder(
         path,
         provider=provider,
@@ -68,6 +106,8 @@ def load_reranker(
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
 ) -> OnnxCrossEncoder:
     """Open a prepared cross-encoder directory (raises :class:`ModelLoadError` on failure)."""
+    from models.crossencoder import OnnxCrossEncoder
+
     return OnnxCrossEncoder(
         path,
         provider=provider,

@@ -13,6 +13,11 @@ from models.batching import DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_BATCH_TOKENS
 from models.errors import ModelInputError, ModelLoadError
 
 
+def _check_query(query: object) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise ModelInputError("query must be a non-empty string")
+
+
 class OnnxCrossEncoder(OnnxModel):
     """A Hugging Face sequence-classification cross-encoder exported to ONNX.
 
@@ -53,11 +58,37 @@ class OnnxCrossEncoder(OnnxModel):
         passage (see :meth:`TextTokenizer.encode_pairs`). Raises :class:`ModelInputError` for an
         empty query, an empty passage list, or an empty / non-string passage.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ModelInputError("query must be a non-empty string")
+        _check_query(query)
         items = validate_texts(passages, "passages")
-        pairs = self.tokenizer.encode_pairs(query, items)
-        result = np.empty((len(items), self.num_labels), dtype=np.float32)
+        return self._run_pairs(self.tokenizer.encode_pairs(query, items))
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        """Raw logits of ``(query, passage)`` pairs that may have different queries.
+
+        The model host's micro-batcher uses it to score the pairs of several concurrent requests
+        in one set of model runs. Same shapes, truncation and errors as :meth:`score`.
+        """
+        if not pairs:
+            raise ModelInputError("pairs must not be empty")
+        by_query: dict[str, list[int]] = {}
+        for index, pair in enumerate(pairs):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ModelInputError(f"pairs[{index}] must be a (query, passage) pair")
+            _check_query(pair[0])
+            by_query.setdefault(pair[0], []).append(index)
+        validate_texts([p[1] for p in pairs], "passages")
+        encoded: list[tuple[list[int], list[int]]] = [([], [])] * len(pairs)
+        for query, indices in by_query.items():
+            for index, enc in zip(
+                indices, self.tokenizer.encode_pairs(query, [pairs[i][1] for i in indices]),
+                strict=True,
+            ):
+                encoded[index] = enc
+        return self._run_pairs(encoded)
+
+    def _run_pairs(self, pairs: list[tuple[list[int], list[int]]]) -> npt.NDArray[np.float32]:
+        """Length-aware batches of encoded pairs through the graph, back in input order."""
+        result = np.empty((len(pairs), self.num_labels), dtype=np.float32)
         for indices in self.plan([len(ids) for ids, _ in pairs]):
             padded = self.pad([pairs[i][0] for i in indices], [pairs[i][1] for i in indices])
             logits = np.asarray(self.session.run([self._output], self.feeds(padded))[0])

@@ -93,11 +93,15 @@ class OnnxEmbedder(OnnxModel):
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
 
-    def embed(self, texts: Sequence[str], kind: Kind = "passage") -> FloatArray:
+    def embed(
+        self, texts: Sequence[str], kind: Kind = "passage", normalize: bool | None = None
+    ) -> FloatArray:
         """Embed ``texts``; returns float32 ``(len(texts), dimensions)`` in input order.
 
-        ``kind`` selects the manifest's query or passage prefix. Raises
-        :class:`ModelInputError` for an empty list or an empty / non-string item.
+        ``kind`` selects the manifest's query or passage prefix; ``normalize`` overrides the
+        manifest's normalisation (the model host asks for raw vectors and normalises per
+        request). Raises :class:`ModelInputError` for an empty list or an empty / non-string
+        item.
         """
         _check_kind(kind)
         items = validate_texts(texts)
@@ -113,7 +117,9 @@ class OnnxEmbedder(OnnxModel):
                     f"graph produced {vectors.shape[1]}-d vectors, manifest says {self.dimensions}",
                 )
             result[indices] = vectors
-        return self.normalize(result) if self.manifest.normalize else result
+        if normalize is None:
+            normalize = self.manifest.normalize
+        return self.normalize(result) if normalize else result
 
     def warmup(self) -> None:
         """Run two small batches so the first real request does not pay for allocations."""
@@ -179,8 +185,13 @@ class DummyEmbedder:
         """Always ``"cpu"``."""
         return "cpu"
 
-    def embed(self, texts: Sequence[str], kind: Kind = "passage") -> FloatArray:
-        """One unit vector per text, derived from the sha256 of the (truncated) text."""
+    def embed(
+        self, texts: Sequence[str], kind: Kind = "passage", normalize: bool | None = None
+    ) -> FloatArray:
+        """One unit vector per text, derived from the sha256 of the (truncated) text.
+
+        ``normalize`` is accepted for interface parity; the vectors are unit vectors anyway.
+        """
         _check_kind(kind)
         items = validate_texts(texts)
         out = np.empty((len(items), self._dimensions), dtype=np.float32)

@@ -21,6 +21,17 @@ _PAD_TOKENS = ("[PAD]", "<pad>", "<|padding|>", "<unk>")
 
 
 @dataclass(frozen=True)
+class TokenInfo:
+    """One token as TEI's ``/tokenize`` describes it (character offsets, none for specials)."""
+
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
+
+
+@dataclass(frozen=True)
 class PaddedBatch:
     """A right-padded batch ready for ONNX Runtime (all arrays int64, shape ``(batch, seq)``)."""
 
@@ -101,6 +112,11 @@ class TextTokenizer:
         """Tokens of text that fit in one single-sequence input (``max_length`` minus specials)."""
         return self.max_length - self._specials_single
 
+    @property
+    def max_pair_content_tokens(self) -> int:
+        """Tokens of query + passage that fit in one pair input (``max_length`` minus specials)."""
+        return self.max_length - self._specials_pair
+
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids (with special tokens) of each text, truncated to ``max_length``."""
         return [enc.ids for enc in self._truncating.encode_batch(list(texts))]
@@ -125,6 +141,20 @@ class TextTokenizer:
             merged: Encoding = self._plain.post_process(query_enc, passage_enc, True)
             pairs.append((merged.ids, merged.type_ids))
         return pairs
+
+    def describe(self, text: str, add_special_tokens: bool = True) -> list[TokenInfo]:
+        """Every token of ``text`` (no truncation) with its character span in ``text``."""
+        encoding = self._plain.encode(text, add_special_tokens=add_special_tokens)
+        tokens: list[TokenInfo] = []
+        for token_id, token, (start, stop), special in zip(
+            encoding.ids, encoding.tokens, encoding.offsets, encoding.special_tokens_mask,
+            strict=True,
+        ):
+            if special:
+                tokens.append(TokenInfo(token_id, token, True, None, None))
+            else:
+                tokens.append(TokenInfo(token_id, text[start:stop], False, start, stop))
+        return tokens
 
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` without special tokens and without truncation."""

@@ -35,20 +35,33 @@ class Resources:
     reranker: Reranker | None = None
     reranker_error: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    owned_models: tuple[Any, ...] = ()  # built by start_resources, so closed by close()
 
     def close(self) -> None:
         """Release connections (the embedded servers stop when their last user exits)."""
         self.db.close()
         self.redis.close()
+        for model in self.owned_models:
+            close = getattr(model, "close", None)  # remote models hold an HTTP pool
+            if callable(close):
+                close()
 
 
 def load_embedder(settings: Settings) -> Embedder:
     """The configured embedder: a remote TEI-compatible host or an in-process ONNX model."""
     if settings.embed_url:
+        from models import ModelError
         from models.client import RemoteEmbedder
 
-        return RemoteEmbedder(settings.embed_url, name=settings.embed_model,
-                              timeout=settings.model_timeout_s)
+        key = settings.embed_api_key.get_secret_value() if settings.embed_api_key else None
+        remote = RemoteEmbedder(settings.embed_url, name=settings.embed_model,
+                                timeout=settings.model_timeout_s, api_key=key)
+        try:
+            remote.info()  # the vectors' size must be known to register the model
+        except ModelError as exc:
+            raise ConfigurationError(f"the embedding model host failed: {exc}") from exc
+        return remote
+    from models import ModelError
     from models import load_embedder as load_onnx_embedder
 
     path = settings.embed_dir()
@@ -57,9 +70,12 @@ def load_embedder(settings: Settings) -> Embedder:
             f"no prepared model in {path}: run `sidecar models prepare {settings.embed_source} "
             f"--task embed --out {path}` (or `make run`, which prepares the demo model)"
         )
-    embedder = load_onnx_embedder(path, provider=settings.onnx_provider,
-                                  threads=settings.onnx_threads)
-    embedder.warmup()
+    try:
+        embedder = load_onnx_embedder(path, provider=settings.onnx_provider,
+                                      threads=settings.onnx_threads)
+        embedder.warmup()
+    except ModelError as exc:  # the message names the file and the reason
+        raise ConfigurationError(f"the embedding model failed to load: {exc}") from exc
     return embedder
 
 
@@ -68,8 +84,10 @@ def load_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
     if settings.rerank_url:
         from models.client import RemoteReranker
 
-        return RemoteReranker(settings.rerank_url, name=settings.rerank_model or "remote",
-                              timeout=settings.model_timeout_s), None
+        key = settings.rerank_api_key.get_secret_value() if settings.rerank_api_key else None
+        # Lazy: a model host that is down now only disables reranking until it is back.
+        return RemoteReranker(settings.rerank_url, name=settings.rerank_model,
+                              timeout=settings.model_timeout_s, api_key=key), None
     path = settings.rerank_dir()
     if path is None:
         return None, None
@@ -102,10 +120,14 @@ def start_resources(
                            ).fetchone()
     pgvector = str(row["extversion"]) if row else str(info["pgvector"] if info else "")
     redis_client = redis.Redis.from_url(urls.redis_url)
-    embedder = embedder or load_embedder(settings)
+    owned: list[Any] = []
+    if embedder is None:
+        embedder = load_embedder(settings)
+        owned.append(embedder)
     reranker_error = None
     if reranker is None:
         reranker, reranker_error = load_reranker(settings)
+        owned.append(reranker)
     with db.connection() as conn:
         manifest = getattr(embedder, "manifest", None)
         model = register_model(
@@ -121,4 +143,4 @@ def start_resources(
                            iterative_scan=parse_version(pgvector) >= (0, 8, 0))
     return Resources(settings=settings, urls=urls, db=db, redis=redis_client, embedder=embedder,
                      model=model, pgvector=pgvector, search=search, reranker=reranker,
-                     reranker_error=reranker_error)
+                     reranker_error=reranker_error, owned_models=tuple(owned))

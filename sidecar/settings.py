@@ -58,9 +58,11 @@ class Settings(BaseSettings):
     embed_model_path: Path | None = None  # default: <state_dir>/models/<embed_model>
     embed_source: str = "sentence-transformers/all-MiniLM-L6-v2"  # what `prepare` exports
     embed_url: str | None = None  # remote TEI-compatible host instead of in-process
+    embed_api_key: SecretStr | None = None  # bearer key of that host (TEI --api-key)
     rerank_model: str | None = None  # e.g. mmarco-mminilmv2-l12-h384-v1
     rerank_model_path: Path | None = None
     rerank_url: str | None = None
+    rerank_api_key: SecretStr | None = None
     onnx_provider: Literal["cpu", "openvino", "cuda"] = "cpu"
     onnx_threads: int = 0  # 0: ONNX Runtime picks
     model_quantize: Literal["none", "int8"] = "none"
@@ -92,6 +94,7 @@ class Settings(BaseSettings):
     model_host_max_wait_ms: float = 5.0  # how long a request waits for others to join its batch
     model_host_max_inputs: int = 512  # per request
     model_host_max_input_chars: int = 100_000
+    model_host_api_key: SecretStr | None = None  # required from clients when set
 
     # --- answer pipeline ------------------------------------------------------------------
     condense_max_turns: int = 3  # previous turns sent with the latest message

@@ -6,6 +6,7 @@ fail; unlike a mock, every test that runs talks to the real thing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -131,21 +132,36 @@ def make_settings(tmp_path: Path, db: str, redis: str, **overrides: Any) -> Sett
     return Settings(**values)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", params=["inprocess", "host"])
 def demo_state(
+    request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_url: str, minilm: Any
 ) -> Iterator[Any]:
-    """The demo forum imported and embedded with MiniLM, once per session (read-only tests)."""
+    """The demo forum imported and embedded with MiniLM, once per session (read-only tests).
+
+    Every test using it runs twice: "inprocess" runs MiniLM in this process; "host" serves the
+    same model from a real TEI-compatible model host (HTTP on a free port) and the sidecar
+    talks to it through ``RemoteEmbedder``, as with ``SIDECAR_EMBED_URL``.
+    """
     from sidecar.bootstrap import backfill_sync, load_demo
     from sidecar.resources import start_resources
 
     url = _new_database(pg_admin_url)
     settings = make_settings(tmp_path_factory.mktemp("demo"), url, redis_url)
-    res = start_resources(settings, embedder=minilm)
-    load_demo(res)
-    backfill_sync(res, 1, progress=False)
-    yield res
-    res.close()
+    with contextlib.ExitStack() as stack:
+        embedder = minilm
+        if request.param == "host":
+            from models.client import RemoteEmbedder
+            from models.host import ThreadedHost, create_host_app
+
+            host = stack.enter_context(ThreadedHost(create_host_app(minilm)))
+            embedder = RemoteEmbedder(host.url, name=minilm.name)
+            stack.callback(embedder.close)
+        res = start_resources(settings, embedder=embedder)
+        load_demo(res)
+        backfill_sync(res, 1, progress=False)
+        yield res
+        res.close()
     _drop_database(pg_admin_url, url)
 
 

@@ -28,6 +28,10 @@ def quantize_int8(src_onnx: str | Path, dst_onnx: str | Path) -> Path:
     # model; that is noise here, so only that message is filtered out, only while we quantise.
     root = logging.getLogger()
     root.addFilter(_drop_preprocessing_advice)
+    # The quantizer also logs one INFO line per tensor on the root logger (hundreds for a
+    # 12-layer model); only warnings are worth showing while it runs.
+    level = root.level
+    root.setLevel(max(level, logging.WARNING))
     try:
         quantize_dynamic(
             src,
@@ -39,6 +43,7 @@ def quantize_int8(src_onnx: str | Path, dst_onnx: str | Path) -> Path:
     except Exception as exc:
         raise ModelError(f"int8 quantisation of {src} failed: {exc}") from exc
     finally:
+        root.setLevel(level)
         root.removeFilter(_drop_preprocessing_advice)
     return dst
 

@@ -10,6 +10,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
+from models.errors import ModelError, ModelInputError
 from sidecar.errors import SidecarError
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,15 @@ def register_error_handlers(app: Flask) -> None:
                                  details)), 422
         return jsonify(_body("invalid_input", "the request does not match the schema",
                              details)), 422
+
+    @app.errorhandler(ModelError)
+    def _model(exc: ModelError) -> ResponseReturnValue:
+        # A remote model host that is down, slow or refusing (see models.client).
+        if isinstance(exc, ModelInputError):
+            return jsonify(_body("invalid_input", getattr(exc, "detail", str(exc)))), 422
+        log.error("model failure: %s", exc)
+        return jsonify(_body("service_unavailable",
+                             "the model is unavailable right now; see the sidecar's log")), 503
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException) -> ResponseReturnValue:

@@ -115,3 +115,7 @@ from sidecar.cli import jobs as _jobs  # noqa: E402
 
 main.add_command(_jobs.worker)
 main.add_command(_jobs.queues_cmd)
+
+from sidecar.cli import modelhost as _modelhost  # noqa: E402
+
+main.add_command(_modelhost.model_host)

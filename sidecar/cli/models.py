@@ -25,10 +25,14 @@ def models() -> None:
 def prepare(settings: Settings, source: str, task: str, quantize: str | None,
             name: str | None, out: Path | None) -> None:
     """Export NAME_OR_PATH to ONNX (optionally int8) with a manifest."""
-    from models import prepare_model
+    from models import ModelError, prepare_model
     from sidecar.cli.main import echo_json
+    from sidecar.errors import ConfigurationError
 
     label = name or source.rstrip("/").split("/")[-1].lower()
     target = out or settings.models_dir / label
-    manifest = prepare_model(source, task, target, quantize=quantize, name=label)
+    try:
+        manifest = prepare_model(source, task, target, quantize=quantize, name=label)
+    except ModelError as exc:  # one clear line (missing extra, offline hub, bad checkpoint)
+        raise ConfigurationError(f"cannot prepare {source}: {exc}") from exc
     echo_json({"path": str(target), **manifest.to_dict()})

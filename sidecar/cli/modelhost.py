@@ -1,0 +1,147 @@
+"""`sidecar model-host`: serve the prepared models over TEI's HTTP API with gunicorn."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+from sidecar.errors import ConfigurationError
+from sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Task = str  # "all" | "embed" | "rerank"
+
+
+def model_dirs(settings: Settings, task: Task) -> dict[str, Path]:
+    """The model directories to serve, checked without loading them (fails with path + reason).
+
+    ``all`` serves the embedder and, when one is configured, the cross-encoder.
+    """
+    # Only light modules here: this runs in gunicorn's master, which must not load ONNX
+    # Runtime or numpy (their threads do not survive the fork into the workers).
+    from models.errors import ModelError
+    from models.manifest import read_manifest
+
+    dirs: dict[str, Path] = {}
+    if task in ("all", "embed"):
+        dirs["embed"] = settings.embed_dir()
+    rerank = settings.rerank_dir()
+    if task == "rerank" and rerank is None:
+        raise ConfigurationError("no cross-encoder configured: set SIDECAR_RERANK_MODEL_PATH "
+                                 "(or SIDECAR_RERANK_MODEL)")  # fmt: skip
+    if task in ("all", "rerank") and rerank is not None:
+        dirs["rerank"] = rerank
+    for kind, path in dirs.items():
+        try:
+            manifest = read_manifest(path)
+        except ModelError as exc:
+            raise ConfigurationError(f"{exc} — prepare it with `sidecar models prepare SOURCE "
+                                     f"--task {kind} --out {path}`") from exc  # fmt: skip
+        if manifest.task != kind:
+            raise ConfigurationError(f"cannot load model at {path}: it is a {manifest.task!r} "
+                                     f"model, expected {kind!r}")  # fmt: skip
+        for name in (manifest.onnx_file, "tokenizer.json"):
+            if not (path / name).is_file():
+                raise ConfigurationError(f"cannot load model at {path / name}: file not found")
+    return dirs
+
+
+def load_models(settings: Settings, dirs: dict[str, Path]) -> tuple[Any, Any]:
+    """Load and warm up the models of ``dirs`` with the configured provider and threads."""
+    from models import ModelError, load_embedder, load_reranker
+
+    loaded: dict[str, Any] = {}
+    for kind, path in dirs.items():
+        loader = load_embedder if kind == "embed" else load_reranker
+        try:
+            model = loader(path, provider=settings.onnx_provider, threads=settings.onnx_threads)
+            model.warmup()
+        except ModelError as exc:
+            raise ConfigurationError(f"the {kind} model failed to load: {exc}") from exc
+        log.info("%s model %s loaded from %s on %s", kind, model.name, path, model.provider)
+        loaded[kind] = model
+    return loaded.get("embed"), loaded.get("rerank")
+
+
+class _HostApplication(BaseApplication):
+    """Gunicorn run from Python; each worker loads its own models after the fork."""
+
+    def __init__(self, settings: Settings, dirs: dict[str, Path], options: dict[str, Any]):
+        self.settings = settings
+        self.dirs = dirs
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            if key in self.cfg.settings:  # skips settings an older gunicorn does not have
+                self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        # ONNX Runtime sessions and their thread pools must not cross a fork: load here.
+        from models.host import create_host_app
+
+        try:
+            embedder, reranker = load_models(self.settings, self.dirs)
+        except ConfigurationError as exc:
+            log.error("%s", exc.message)
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            # Exit code 3 makes the gunicorn master stop with "Worker failed to boot" instead
+            # of respawning; os._exit because a forked worker can hang in interpreter shutdown
+            # on locks its parent's threads held at fork time.
+            os._exit(3)
+        return create_host_app(embedder, reranker, settings=self.settings)
+
+
+@click.command("model-host")
+@click.option("--task", type=click.Choice(["all", "embed", "rerank"]), default="all",
+              show_default=True,
+              help="Which models to serve: `all` = the embedder and the configured cross-encoder.")
+@click.option("--host", default=None, help="Default: SIDECAR_MODEL_HOST_HOST (127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Default: SIDECAR_MODEL_HOST_PORT (8341).")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="Processes; each loads its own copy of the models. One per GPU/iGPU.")
+@click.option("--threads", type=int, default=16, show_default=True,
+              help="Request threads per worker: concurrent requests share model calls.")
+@click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option("--check", is_flag=True,
+              help="Load the models, print their /info, and exit (0 when they load).")
+@click.pass_obj
+def model_host(settings: Settings, task: Task, host: str | None, port: int | None,
+               workers: int, threads: int, access_log: bool, check: bool) -> None:
+    """Serve the embedder and cross-encoder over TEI's API (/embed, /rerank, /info, /health)."""
+    dirs = model_dirs(settings, task)
+    if check:
+        from models.host import close_host_app, create_host_app
+        from sidecar.cli.main import echo_json
+
+        app = create_host_app(*load_models(settings, dirs), settings=settings)
+        try:
+            echo_json(app.test_client().get("/info").json)
+        finally:
+            close_host_app(app)
+        return
+    bind = f"{host or settings.model_host_host}:{port or settings.model_host_port}"
+    click.echo(f"model host on http://{bind} serving {', '.join(sorted(dirs))}", err=True)
+    _HostApplication(settings, dirs, {
+        "bind": bind,
+        "workers": workers,
+        "threads": threads,
+        "worker_class": "gthread",
+        "timeout": 300,  # a first bge-m3 batch on a slow CPU can take a while
+        "graceful_timeout": 30,
+        "keepalive": 30,  # the sidecar keeps its connection to us open
+        "accesslog": "-" if access_log else None,
+        "loglevel": settings.log_level.lower(),
+        # gunicorn >= 25 opens a control socket at one fixed path per user, which would clash
+        # with the sidecar's own gunicorn on the same machine; we do not use it.
+        "control_socket_disable": True,
+    }).run()
