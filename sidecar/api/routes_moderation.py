@@ -1,7 +1,335 @@
-"""The moderator review pages (server-rendered HTML) and their JSON API."""
+"""The moderator review pages (server-rendered HTML) and their JSON API.
+
+Both live under the ``moderation`` blueprint, whose endpoints skip the API-key check
+(``sidecar.api.app``): they authenticate with the moderator key instead. The pages use a signed,
+HttpOnly, SameSite=Strict session cookie obtained through a login form and a CSRF token in every
+form, and work without JavaScript (the Content-Security-Policy forbids scripts altogether); the
+API takes ``Authorization: Bearer <SIDECAR_MODERATOR_KEY>``. Errors on the pages are HTML pages,
+errors of the API are the usual JSON.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import (
+    Blueprint,
+    Response,
+    g,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from pydantic import BaseModel, ValidationError
+from werkzeug.exceptions import HTTPException, TooManyRequests
+
+from sidecar.api.context import get_resources
+from sidecar.api.errors import validation_details
+from sidecar.api.openapi import documented
+from sidecar.core.calibration import LABELS
+from sidecar.errors import ServiceUnavailable, SidecarError, Unauthorized
+from sidecar.moderation.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, ModeratorAuth, Session
+from sidecar.moderation.models import LabelRequest, ReviewFilters
+from sidecar.moderation.service import ModerationService, item_json, parse_id
+
+log = logging.getLogger(__name__)
 
 bp = Blueprint("moderation", __name__)
+pages = Blueprint("pages", __name__, template_folder="templates", url_prefix="/moderation")
+api = Blueprint("api", __name__, url_prefix="/v1/moderation")
+
+DISABLED = "moderation is disabled: set SIDECAR_MODERATOR_KEY to enable the review pages and API"
+_FILTER_DOC = (
+    ("zone", "string", "abstain or cautious"), ("labelled", "string", "yes or no"),
+    ("label", "string", " | ".join(LABELS)), ("scorer", "string", "exact scorer"),
+    ("from", "string", "first day, YYYY-MM-DD (UTC)"), ("to", "string", "last day, included"),
+    ("q", "string", "text in the query or conversation"), ("page", "integer", "from 1"),
+    ("per_page", "integer", "1-100, default 25"),
+)
+
+
+def _auth() -> ModeratorAuth:
+    res = get_resources()
+    auth: ModeratorAuth | None = res.extras.get("moderator_auth")
+    if auth is None:
+        auth = res.extras["moderator_auth"] = ModeratorAuth(
+            res.settings.moderator_key, res.redis, res.settings.queue_prefix)
+    return auth
+
+
+def _service() -> ModerationService:
+    res = get_resources()
+    service: ModerationService | None = res.extras.get("moderation_service")
+    if service is None:
+        service = res.extras["moderation_service"] = ModerationService(res.db, res.settings)
+    return service
+
+
+def _client() -> str:
+    return request.remote_addr or "unknown"
+
+
+# == JSON API ======================================================================================
+class LabelResponse(BaseModel):
+    """The label as stored."""
+
+    retrieval_id: str
+    label: str
+    right_topic_id: int | None
+    note: str | None
+    moderator: str | None
+    labelled_at: str
+
+
+@api.before_request
+def _api_authenticate() -> None:
+    auth = _auth()
+    if not auth.enabled:
+        raise ServiceUnavailable(DISABLED)
+    if auth.blocked(_client()):
+        raise TooManyRequests("too many failed attempts with a wrong moderator key; wait a while")
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not auth.check_key(token.strip()):
+        auth.failed(_client())
+        raise Unauthorized("send Authorization: Bearer <SIDECAR_MODERATOR_KEY>")
+
+
+@api.get("/retrievals")
+@documented(path="/v1/moderation/retrievals", method="get", tag="moderation", auth="moderator",
+            query=_FILTER_DOC, errors=(401, 422, 503),
+            summary="Abstain and cautious retrievals, newest first, with filters.")
+def api_list() -> ResponseReturnValue:
+    """A page of the review list."""
+    filters = ReviewFilters.from_args(request.args.to_dict())
+    page = _service().review(filters)
+    return jsonify({"items": [item_json(r) for r in page.items], "total": page.total,
+                    "page": filters.page, "per_page": filters.per_page, "pages": page.pages})
+
+
+@api.get("/retrievals/<retrieval_id>")
+@documented(path="/v1/moderation/retrievals/{retrieval_id}", method="get", tag="moderation",
+            auth="moderator", errors=(401, 404, 503),
+            summary="One retrieval: conversation, query, scores, evidence, candidates, label.")
+def api_detail(retrieval_id: str) -> ResponseReturnValue:
+    """One retrieval."""
+    return jsonify(_service().detail(parse_id(retrieval_id)))
+
+
+@api.post("/retrievals/<retrieval_id>/label")
+@documented(path="/v1/moderation/retrievals/{retrieval_id}/label", method="post",
+            tag="moderation", auth="moderator", request=LabelRequest, response=LabelResponse,
+            errors=(400, 401, 404, 422, 503),
+            summary="Label a retrieval (replaces an earlier label).")
+def api_label(retrieval_id: str) -> ResponseReturnValue:
+    """Store a label."""
+    rid = parse_id(retrieval_id)
+    body = LabelRequest.model_validate_json(request.get_data(cache=True) or b"", strict=True)
+    return jsonify(_service().label(rid, body))
+
+
+@api.get("/calibration")
+@documented(path="/v1/moderation/calibration", method="get", tag="moderation",
+            auth="moderator", errors=(401, 503),
+            summary="Thresholds the labels suggest per scorer, and the zone changes they cause.")
+def api_calibration() -> ResponseReturnValue:
+    """The calibration report."""
+    return jsonify({"configured": _configured(), "scorers": [
+        r.as_dict() for r in _service().calibration()]})
+
+
+def _configured() -> dict[str, dict[str, float]]:
+    s = get_resources().settings
+    return {"cross-encoder": {"abstain": s.zone_ce_abstain, "normal": s.zone_ce_normal},
+            "bi-encoder": {"abstain": s.zone_cos_abstain, "normal": s.zone_cos_normal}}
+
+
+# == HTML pages ====================================================================================
+_OPEN_PAGES = frozenset({"moderation.pages.login", "moderation.pages.login_post"})
+_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'")
+
+
+@pages.before_request
+def _page_session() -> ResponseReturnValue | None:
+    auth = _auth()
+    if not auth.enabled:
+        return _page("moderation_error.html", 503, title="Moderation disabled", message=DISABLED)
+    g.moderator = auth.read(request.cookies.get(SESSION_COOKIE))
+    if g.moderator is None and request.endpoint not in _OPEN_PAGES:
+        if request.method == "GET":
+            return redirect(url_for("moderation.pages.login", next=request.full_path), 303)
+        return _page("moderation_error.html", 401, title="Not logged in",
+                     message="your session has expired: log in again")
+    return None
+
+
+@pages.after_request
+def _headers(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = _CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _page(template: str, status: int = 200, **context: Any) -> ResponseReturnValue:
+    context.setdefault("moderator", g.get("moderator"))
+    return render_template(template, **context), status
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path of these pages: never another host or scheme (no open redirect)."""
+    default = url_for("moderation.pages.review")
+    if not target or "\\" in target or any(ord(c) < 0x20 for c in target):
+        return default
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/moderation/"):
+        return default
+    return target
+
+
+def _https() -> bool:
+    return request.is_secure or request.headers.get("X-Forwarded-Proto", "") == "https"
+
+
+@pages.get("/login")
+def login() -> ResponseReturnValue:
+    """The login form."""
+    return _page("moderation_login.html", next=_safe_next(request.args.get("next")))
+
+
+@pages.post("/login")
+def login_post() -> ResponseReturnValue:
+    """Check the key; on success set the session cookie and go where the moderator was going."""
+    auth = _auth()
+    target = _safe_next(request.form.get("next"))
+    if auth.blocked(_client()):
+        return _page("moderation_login.html", 429, next=target,
+                     error="too many failed attempts; wait a few minutes")
+    if not auth.check_key(request.form.get("key", "")):
+        auth.failed(_client())
+        return _page("moderation_login.html", 401, next=target, error="wrong moderator key")
+    cookie, _session = auth.issue(request.form.get("name", ""))
+    response = redirect(target, 303)
+    response.set_cookie(SESSION_COOKIE, cookie, max_age=SESSION_MAX_AGE_S, httponly=True,
+                        samesite="Strict", secure=_https(), path="/moderation")
+    return response
+
+
+def _session() -> Session:
+    session: Session = g.moderator
+    return session
+
+
+def _check_csrf() -> None:
+    if not ModeratorAuth.csrf_ok(_session(), request.form.get("csrf")):
+        raise Unauthorized("the form is stale or did not come from these pages: reload it")
+
+
+@pages.post("/logout")
+def logout() -> ResponseReturnValue:
+    """Forget the session."""
+    _check_csrf()
+    response = redirect(url_for("moderation.pages.login"), 303)
+    response.delete_cookie(SESSION_COOKIE, path="/moderation")
+    return response
+
+
+@pages.get("/", strict_slashes=False)  # "/moderation" too, not a JSON 401 for a typed URL
+def review() -> ResponseReturnValue:
+    """The review list with its filters."""
+    filters = ReviewFilters.from_args(request.args.to_dict())
+    service = _service()
+    counts, scorers = service.overview()
+    return _page("moderation_list.html", page=service.review(filters), filters=filters,
+                 counts=counts, scorers=scorers, labels=LABELS)
+
+
+def _detail(retrieval_id: str, status: int = 200, **extra: Any) -> ResponseReturnValue:
+    item = _service().detail(parse_id(retrieval_id))
+    return _page("moderation_detail.html", status, item=item, labels=LABELS,
+                 saved=request.args.get("saved") == "1", **extra)
+
+
+@pages.get("/retrievals/<retrieval_id>")
+def detail(retrieval_id: str) -> ResponseReturnValue:
+    """One retrieval and its label form."""
+    return _detail(retrieval_id)
+
+
+@pages.post("/retrievals/<retrieval_id>/label")
+def label(retrieval_id: str) -> ResponseReturnValue:
+    """Store the form's label, then show the retrieval again (POST, redirect, GET)."""
+    _check_csrf()
+    rid = parse_id(retrieval_id)
+    form = {k: request.form.get(k, "") for k in ("label", "right_topic_id", "note")}
+    try:
+        body = LabelRequest.model_validate({
+            "label": form["label"], "note": form["note"],
+            "right_topic_id": form["right_topic_id"].strip() or None,
+            "moderator": _session().name,
+        })
+        _service().label(rid, body)
+    except ValidationError as exc:
+        errors = [f"{d['loc']}: {d['msg']}" for d in validation_details(exc)]
+        return _detail(retrieval_id, 422, errors=errors, form=form)
+    except SidecarError as exc:
+        if exc.status != 422:
+            raise
+        return _detail(retrieval_id, 422, errors=[exc.message], form=form)
+    return redirect(url_for("moderation.pages.detail", retrieval_id=str(rid), saved="1"), 303)
+
+
+@pages.get("/calibration")
+def calibration() -> ResponseReturnValue:
+    """The calibration report."""
+    return _page("moderation_calibration.html", reports=_service().calibration(),
+                 configured=_configured())
+
+
+@pages.app_template_filter("moderation_href")
+def _href(url: object) -> str | None:
+    """A link target fit for an href: http(s) or a site path, else None (shown as text)."""
+    text = str(url or "")
+    parts = urlsplit(text)
+    if parts.scheme in {"http", "https"} and parts.netloc:
+        return text
+    if text.startswith("/") and not text.startswith("//") and "\\" not in text:
+        return text
+    return None
+
+
+@pages.errorhandler(SidecarError)
+def _page_domain_error(exc: SidecarError) -> ResponseReturnValue:
+    return _page("moderation_error.html", exc.status, title=exc.code.replace("_", " "),
+                 message=exc.message)
+
+
+@pages.errorhandler(ValidationError)
+def _page_validation_error(exc: ValidationError) -> ResponseReturnValue:
+    details = [f"{d['loc']}: {d['msg']}" for d in validation_details(exc)]
+    return _page("moderation_error.html", 422, title="Invalid request",
+                 message="; ".join(details))
+
+
+@pages.errorhandler(HTTPException)
+def _page_http_error(exc: HTTPException) -> ResponseReturnValue:
+    return _page("moderation_error.html", exc.code or 500, title=exc.name,
+                 message=exc.description or "")
+
+
+@pages.errorhandler(Exception)
+def _page_unexpected(exc: Exception) -> ResponseReturnValue:
+    log.exception("moderation page failed")
+    return _page("moderation_error.html", 500, title="Internal error",
+                 message="something went wrong; see the sidecar's log")
+
+
+bp.register_blueprint(pages)
+bp.register_blueprint(api)

@@ -1,0 +1,141 @@
+"""What the moderator pages and the JSON API call: list, detail, label, calibration."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.core.calibration import LabelledScore, ScorerReport, calibrate_scorer, scorer_kind
+from sidecar.core.zones import ScorerKind, Thresholds
+from sidecar.db import Database
+from sidecar.errors import InvalidInput, NotFound
+from sidecar.moderation import repository as repo
+from sidecar.moderation.models import LabelRequest, ReviewFilters
+from sidecar.settings import Settings
+
+
+def parse_id(value: str) -> uuid.UUID:
+    """A retrieval id from a URL; anything that is not a UUID is simply not found."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound(f"no retrieval {value!r}") from None
+
+
+def _label_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    if row.get("label") is None:
+        return None
+    return {"label": row["label"], "right_topic_id": row["right_topic_id"], "note": row["note"],
+            "moderator": row["moderator"], "labelled_at": row["labelled_at"].isoformat()}
+
+
+def item_json(row: dict[str, Any]) -> dict[str, Any]:
+    """One row of the review list, as the JSON API returns it."""
+    return {
+        "id": str(row["id"]), "created_at": row["created_at"].isoformat(),
+        "zone": row["zone"], "query": row["query"], "query_source": row["query_source"],
+        "gate_reason": row["gate_reason"], "scorer": row["scorer"],
+        "top_score": row["top_score"], "locale": row["locale"],
+        "evidence_count": row["evidence_count"], "top_title": row["top_title"],
+        "label": _label_of(row),
+    }
+
+
+@dataclass
+class ReviewPage:
+    """One page of the review list."""
+
+    items: list[dict[str, Any]]
+    total: int
+    filters: ReviewFilters
+
+    @property
+    def pages(self) -> int:
+        """Number of pages (at least 1)."""
+        return max(1, math.ceil(self.total / self.filters.per_page))
+
+
+class ModerationService:
+    """The review queue and the calibration report over the stored retrievals."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    def thresholds(self, kind: ScorerKind) -> Thresholds:
+        """The configured zone thresholds of a kind of scorer."""
+        s = self.settings
+        if kind is ScorerKind.CROSS_ENCODER:
+            return Thresholds(abstain=s.zone_ce_abstain, normal=s.zone_ce_normal)
+        return Thresholds(abstain=s.zone_cos_abstain, normal=s.zone_cos_normal)
+
+    def review(self, filters: ReviewFilters) -> ReviewPage:
+        """Abstain and cautious retrievals matching the filters, newest first."""
+        with self.db.connection() as conn:
+            items, total = repo.list_review(conn, filters)
+        return ReviewPage(items, total, filters)
+
+    def overview(self) -> tuple[dict[str, int], list[str]]:
+        """Counts for the list's header and the scorers for its filter."""
+        with self.db.connection() as conn:
+            return repo.review_counts(conn), repo.review_scorers(conn)
+
+    def detail(self, retrieval_id: uuid.UUID) -> dict[str, Any]:
+        """One retrieval, with the titles of its candidate topics that are public now."""
+        with self.db.connection() as conn:
+            row = repo.get_review(conn, retrieval_id)
+            if row is None:
+                raise NotFound(f"no retrieval {retrieval_id}")
+            candidates = row["candidates"] if isinstance(row["candidates"], list) else []
+            ids = sorted({int(c["topic_id"]) for c in candidates
+                          if isinstance(c, dict) and str(c.get("topic_id", "")).isdigit()})
+            titles = repo.public_topic_titles(conn, ids)
+        data = item_json(row)
+        data.update(
+            conversation=row["conversation"], scores=row["scores"], evidence=row["evidence"],
+            trace=row["trace"],
+            candidates=[
+                {**c, "title": titles.get(int(c["topic_id"]))
+                 if str(c.get("topic_id", "")).isdigit() else None}
+                for c in candidates if isinstance(c, dict)
+            ],
+        )
+        return data
+
+    def label(self, retrieval_id: uuid.UUID, request: LabelRequest) -> dict[str, Any]:
+        """Store a label; the right topic must be a public topic now."""
+        with self.db.connection() as conn:
+            if not repo.retrieval_exists(conn, retrieval_id):
+                raise NotFound(f"no retrieval {retrieval_id}")
+            if request.right_topic_id is not None and not repo.public_topic_titles(
+                    conn, [request.right_topic_id]):
+                raise InvalidInput(
+                    f"topic {request.right_topic_id} is not a public topic of the forum",
+                    details=[{"loc": "right_topic_id", "msg": "not a public topic"}])
+            stored = repo.upsert_label(conn, retrieval_id, request)
+        stored["labelled_at"] = stored["labelled_at"].isoformat()
+        return {"retrieval_id": str(retrieval_id), **stored}
+
+    def calibration(self) -> list[ScorerReport]:
+        """One report per labelled cross-encoder or bi-encoder scorer."""
+        with self.db.connection() as conn:
+            labelled = repo.labelled_scores(conn)
+            scorers = sorted({r["scorer"] for r in labelled if scorer_kind(r["scorer"])})
+            scores = repo.stored_scores(conn, scorers)
+        reports = []
+        for scorer in scorers:
+            kind = scorer_kind(scorer)
+            assert kind is not None
+            points = [
+                LabelledScore(
+                    score=r["top_score"], label=r["label"],
+                    right_at_top=(r["right_topic_id"] is not None
+                                  and r["right_topic_id"] == r["top_topic_id"]),
+                )
+                for r in labelled if r["scorer"] == scorer
+            ]
+            reports.append(calibrate_scorer(scorer, kind, self.thresholds(kind), points,
+                                            scores.get(scorer, [])))
+        return reports

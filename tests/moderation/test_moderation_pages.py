@@ -1,0 +1,171 @@
+"""The moderator pages over HTTP (no browser): sessions, CSRF, escaping, errors as HTML."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import API_KEY
+from tests.moderation.conftest import MODERATOR_KEY, add_retrieval
+
+XSS = '<script>alert("x")</script>"><img src=x onerror=alert(1)><svg onload=alert(2)>'
+
+
+def login(client: Any, key: str = MODERATOR_KEY, name: str = "alice", next_: str = "") -> Any:
+    return client.post("/moderation/login", data={"key": key, "name": name, "next": next_})
+
+
+def csrf_of(html: str) -> str:
+    m = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert m, html
+    return m.group(1)
+
+
+def test_pages_need_a_session(mod_client: Any) -> None:
+    resp = mod_client.get("/moderation/?zone=abstain")
+    assert resp.status_code == 303
+    assert resp.headers["Location"].startswith("/moderation/login?next=")
+    bare = mod_client.get("/moderation")  # typed without the slash
+    assert bare.status_code == 303 and "/moderation/login" in bare.headers["Location"]
+    assert mod_client.get("/moderation/calibration").status_code == 303
+    # the API key is not a moderator session
+    resp = mod_client.get("/moderation/", headers={"Authorization": f"Bearer {API_KEY}"})
+    assert resp.status_code == 303
+    post = mod_client.post("/moderation/retrievals/00000000-0000-0000-0000-000000000000/label",
+                           data={"label": "correct_abstention"})
+    assert post.status_code == 401 and "text/html" in post.content_type
+
+
+def test_disabled_pages_say_so(disabled_app: Any) -> None:
+    resp = disabled_app.test_client().get("/moderation/login")
+    assert resp.status_code == 503
+    assert "SIDECAR_MODERATOR_KEY" in resp.get_data(as_text=True)
+    assert "text/html" in resp.content_type
+
+
+def test_login_sets_a_strict_http_only_cookie(mod_client: Any) -> None:
+    wrong = login(mod_client, key="nope")
+    assert wrong.status_code == 401 and "wrong moderator key" in wrong.get_data(as_text=True)
+    ok = login(mod_client, next_="/moderation/calibration")
+    assert ok.status_code == 303 and ok.headers["Location"] == "/moderation/calibration"
+    cookie = ok.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/moderation" in cookie
+    assert MODERATOR_KEY not in cookie
+    page = mod_client.get("/moderation/")
+    assert page.status_code == 200 and "alice" in page.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("target", [
+    "https://evil.example/", "//evil.example/moderation/", "/v1/moderation/retrievals",
+    "/\\evil.example", "javascript:alert(1)", "/moderation\n/x",
+])
+def test_no_open_redirect_after_login(mod_client: Any, target: str) -> None:
+    resp = login(mod_client, next_=target)
+    assert resp.status_code == 303 and resp.headers["Location"] == "/moderation/"
+
+
+def test_a_forged_or_foreign_cookie_is_no_session(mod_client: Any) -> None:
+    mod_client.set_cookie("sidecar_moderator", "eyJuIjoiYWxpY2UiLCJjIjoieCJ9.forged.sig",
+                          path="/moderation")
+    assert mod_client.get("/moderation/").status_code == 303
+
+
+def test_login_attempts_are_throttled(mod_client: Any) -> None:
+    codes = [login(mod_client, key=f"guess{i}").status_code for i in range(11)]
+    assert codes[:10] == [401] * 10 and codes[10] == 429
+    assert login(mod_client).status_code == 429  # the right key waits too
+
+
+def test_security_headers(mod_client: Any) -> None:
+    resp = mod_client.get("/moderation/login")
+    csp = resp.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp  # no script may run
+    assert resp.headers["X-Frame-Options"] == "DENY"
+    assert resp.headers["Cache-Control"] == "no-store"
+
+
+def test_everything_from_users_is_escaped(mod_client: Any, clean_retrievals: str) -> None:
+    rid = add_retrieval(clean_retrievals, zone="abstain", score=-5.0, query=XSS,
+                        conversation=[{"role": "user", "content": XSS},
+                                      {"role": "<b>assistant</b>", "content": "</td></tr>x"}])
+    with psycopg.connect(clean_retrievals) as conn:
+        conn.execute(
+            "UPDATE sidecar_retrievals SET evidence = jsonb_set(jsonb_set(evidence, '{0,url}',"
+            " '\"javascript:alert(3)\"'), '{0,title}', to_jsonb(%s::text)) WHERE id = %s",
+            (XSS, rid))
+    login(mod_client)
+    for url in ("/moderation/", f"/moderation/retrievals/{rid}"):
+        html = mod_client.get(url).get_data(as_text=True)
+        assert "<script>alert" not in html and "<img src=x" not in html
+        assert "<svg onload" not in html and "<b>assistant" not in html
+        assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+    detail = mod_client.get(f"/moderation/retrievals/{rid}").get_data(as_text=True)
+    assert 'href="javascript:' not in detail
+    # a note is user input too
+    csrf = csrf_of(detail)
+    mod_client.post(f"/moderation/retrievals/{rid}/label",
+                    data={"csrf": csrf, "label": "wrong_evidence", "note": XSS})
+    detail = mod_client.get(f"/moderation/retrievals/{rid}").get_data(as_text=True)
+    assert "<script>alert" not in detail and "&lt;svg onload=alert(2)&gt;" in detail
+
+
+def test_label_form_needs_the_csrf_token(mod_client: Any, clean_retrievals: str) -> None:
+    rid = add_retrieval(clean_retrievals, zone="abstain", score=-5.0)
+    login(mod_client)
+    url = f"/moderation/retrievals/{rid}/label"
+    for data in ({"label": "correct_abstention"},
+                 {"label": "correct_abstention", "csrf": "not-the-token"}):
+        resp = mod_client.post(url, data=data)
+        assert resp.status_code == 401 and "stale" in resp.get_data(as_text=True)
+    csrf = csrf_of(mod_client.get(f"/moderation/retrievals/{rid}").get_data(as_text=True))
+    ok = mod_client.post(url, data={"csrf": csrf, "label": "should_have_answered",
+                                    "right_topic_id": "27", "note": "the Caddy thread"})
+    assert ok.status_code == 303
+    assert ok.headers["Location"] == f"/moderation/retrievals/{rid}?saved=1"
+    page = mod_client.get(ok.headers["Location"]).get_data(as_text=True)
+    assert "Label saved." in page and "should_have_answered → topic 27" in page
+    assert "by alice" in page
+
+
+@pytest.mark.parametrize(("form", "message"), [
+    ({"label": "should_have_answered", "right_topic_id": ""}, "needs right_topic_id"),
+    ({"label": "should_have_answered", "right_topic_id": "abc"}, "valid integer"),
+    ({"label": "should_have_answered", "right_topic_id": "999999"}, "not a public topic"),
+    ({"label": "correct_abstention", "right_topic_id": "27"}, "takes no right_topic_id"),
+    ({"label": "bogus"}, "label"),
+])
+def test_label_form_errors_are_shown_on_the_page(
+    mod_client: Any, clean_retrievals: str, form: dict[str, str], message: str
+) -> None:
+    rid = add_retrieval(clean_retrievals, zone="cautious", score=-2.0)
+    login(mod_client)
+    csrf = csrf_of(mod_client.get(f"/moderation/retrievals/{rid}").get_data(as_text=True))
+    resp = mod_client.post(f"/moderation/retrievals/{rid}/label",
+                           data={"csrf": csrf, "note": "kept", **form})
+    html = resp.get_data(as_text=True)
+    assert resp.status_code == 422 and message in html
+    assert ">kept</textarea>" in html  # what the moderator typed is still there
+    with psycopg.connect(clean_retrievals) as conn:
+        assert conn.execute("SELECT count(*) FROM sidecar_retrieval_labels").fetchone()[0] == 0
+
+
+def test_errors_are_html_pages(mod_client: Any) -> None:
+    login(mod_client)
+    for url, status in (("/moderation/retrievals/nope", 404),
+                        ("/moderation/retrievals/00000000-0000-0000-0000-000000000000", 404),
+                        ("/moderation/?zone=normal", 422), ("/moderation/?page=0", 422)):
+        resp = mod_client.get(url)
+        assert resp.status_code == status, url
+        assert "text/html" in resp.content_type
+
+
+def test_logout(mod_client: Any) -> None:
+    login(mod_client)
+    page = mod_client.get("/moderation/").get_data(as_text=True)
+    assert mod_client.post("/moderation/logout", data={}).status_code == 401  # no token
+    resp = mod_client.post("/moderation/logout", data={"csrf": csrf_of(page)})
+    assert resp.status_code == 303
+    assert mod_client.get("/moderation/").status_code == 303
