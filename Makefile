@@ -36,6 +36,7 @@ run: $(BASE)
 	$(BIN)/sidecar run
 
 test: $(DEV)
+	@sh scripts/ensure-chromium.sh
 	$(BIN)/python -m pytest -q
 
 lint: $(DEV)

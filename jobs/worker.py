@@ -92,18 +92,21 @@ class SchedulerThread(threading.Thread):
         self.interval = interval
         self.stopped = threading.Event()
 
+    def tick(self) -> None:
+        """Take the scheduler locks if free (another worker may hold them), move due jobs."""
+        try:
+            if self.scheduler.acquired_locks != self.wanted:
+                self.scheduler.acquire_locks()
+            if self.scheduler.acquired_locks:
+                self.scheduler.heartbeat()
+                self.scheduler.enqueue_scheduled_jobs()
+        except redis.RedisError as exc:
+            log.warning("scheduler tick failed: %s", exc)
+
     def run(self) -> None:
-        """Take the scheduler locks (another worker may hold them), then tick."""
-        self.scheduler.register_birth()
+        """Tick every ``interval`` until stopped."""
         while not self.stopped.wait(self.interval):
-            try:
-                if self.scheduler.acquired_locks != self.wanted:
-                    self.scheduler.acquire_locks()
-                if self.scheduler.acquired_locks:
-                    self.scheduler.heartbeat()
-                    self.scheduler.enqueue_scheduled_jobs()
-            except redis.RedisError as exc:
-                log.warning("scheduler tick failed: %s", exc)
+            self.tick()
         self.scheduler.release_locks()
         self.scheduler.register_death()
 
@@ -132,6 +135,10 @@ def run_worker(res: Resources, *, burst: bool = False, kinds: tuple[str, ...] = 
                            heartbeat_ttl=heartbeat_ttl, name=name or worker_name())
     scheduler = SchedulerThread([q.name for q in worker_queues], res.redis,
                                 logging_level=res.settings.log_level.upper())
+    scheduler.scheduler.register_birth()
+    # Due retries go back to their queue before the first job is taken: a burst worker may
+    # otherwise finish before the thread's first tick and leave them waiting.
+    scheduler.tick()
     scheduler.start()
     try:
         return worker.work(burst=burst, logging_level=res.settings.log_level.upper())

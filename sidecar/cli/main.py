@@ -119,3 +119,7 @@ main.add_command(_jobs.queues_cmd)
 from sidecar.cli import modelhost as _modelhost  # noqa: E402
 
 main.add_command(_modelhost.model_host)
+
+from sidecar.cli import retrievals as _retrievals  # noqa: E402
+
+main.add_command(_retrievals.retrievals)

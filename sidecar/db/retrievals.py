@@ -110,3 +110,19 @@ def list_retrievals(
         (*params, limit, offset),
     ).fetchall()
     return [dict(r) for r in rows]
+
+
+def purge_retrievals(conn: DictConn, older_than_days: int) -> int:
+    """Delete unlabelled retrievals older than ``older_than_days``; returns how many went.
+
+    Labelled ones stay: they are the moderators' calibration data. A sanitize call for a purged
+    retrieval answers 404, which is right: its evidence is too old to cite.
+    """
+    if older_than_days < 1:
+        raise ValueError("older_than_days must be >= 1")
+    cur = conn.execute(
+        "DELETE FROM sidecar_retrievals r WHERE r.created_at < now() - make_interval(days => %s)"
+        " AND NOT EXISTS (SELECT 1 FROM sidecar_retrieval_labels l WHERE l.retrieval_id = r.id)",
+        (older_than_days,),
+    )
+    return cur.rowcount

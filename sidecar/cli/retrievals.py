@@ -1,0 +1,37 @@
+"""`sidecar retrievals purge`: keep the retrieval log to its retention period."""
+
+from __future__ import annotations
+
+import click
+
+from sidecar.settings import Settings
+
+
+@click.group()
+def retrievals() -> None:
+    """The log of /v1/retrieve answers (evidence for /v1/sanitize, moderator review)."""
+
+
+@retrievals.command("purge")
+@click.option("--days", type=click.IntRange(min=1), default=None,
+              help="Keep this many days (default: SIDECAR_RETRIEVAL_RETENTION_DAYS).")
+@click.pass_obj
+def purge(settings: Settings, days: int | None) -> None:
+    """Delete unlabelled retrievals older than the retention period (labelled ones stay)."""
+    from sidecar.cli.main import echo_json
+    from sidecar.db import Database
+    from sidecar.db.migrate import upgrade
+    from sidecar.db.retrievals import purge_retrievals
+    from sidecar.services import resolve_services
+
+    keep = days or settings.retrieval_retention_days
+    url = resolve_services(settings).database_url
+    upgrade(url)
+    db = Database(url, min_size=1, max_size=1)
+    db.open()
+    try:
+        with db.connection() as conn:
+            deleted = purge_retrievals(conn, keep)
+    finally:
+        db.close()
+    echo_json({"deleted": deleted, "kept_days": keep})
