@@ -49,14 +49,16 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.cleanup()
 
 
-def _new_database(admin_url: str) -> str:
-    name = f"t_{uuid.uuid4().hex[:12]}"
+def new_database(admin_url: str, prefix: str = "t") -> str:
+    """Create an empty database on the test server; returns its connection string."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
     return make_conninfo(admin_url, dbname=name)
 
 
-def _drop_database(admin_url: str, url: str) -> None:
+def drop_database(admin_url: str, url: str) -> None:
+    """Drop a database made by :func:`new_database`, closing its connections."""
     name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
@@ -65,9 +67,9 @@ def _drop_database(admin_url: str, url: str) -> None:
 @pytest.fixture
 def db_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh, empty database for one test."""
-    url = _new_database(pg_admin_url)
+    url = new_database(pg_admin_url)
     yield url
-    _drop_database(pg_admin_url, url)
+    drop_database(pg_admin_url, url)
 
 
 @pytest.fixture(scope="session")
@@ -146,7 +148,7 @@ def demo_state(
     from sidecar.bootstrap import backfill_sync, load_demo
     from sidecar.resources import start_resources
 
-    url = _new_database(pg_admin_url)
+    url = new_database(pg_admin_url)
     settings = make_settings(tmp_path_factory.mktemp("demo"), url, redis_url)
     with contextlib.ExitStack() as stack:
         embedder = minilm
@@ -162,7 +164,7 @@ def demo_state(
         backfill_sync(res, 1, progress=False)
         yield res
         res.close()
-    _drop_database(pg_admin_url, url)
+    drop_database(pg_admin_url, url)
 
 
 @pytest.fixture(scope="session")

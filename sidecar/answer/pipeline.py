@@ -20,6 +20,7 @@ from sidecar.core.condense import Turn
 from sidecar.core.evidence import PostText, evidence_item, plain_text
 from sidecar.core.gate import GateDecision, check_input
 from sidecar.core.trace import StepFailed, Trace
+from sidecar.core.types import TopicHit
 from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
 from sidecar.db.evidence_read import neighbour_posts, post_similarities
 from sidecar.db.forum_read import PostRecord, public_posts
@@ -87,6 +88,27 @@ def llm_from_settings(settings: Settings) -> ChatLLM | None:
         return None
     return OllamaChat(settings.ollama_url, settings.ollama_model,
                       timeout_s=settings.ollama_timeout_s, keep_alive=settings.ollama_keep_alive)
+
+
+def post_text(res: Resources, record: PostRecord) -> PostText:
+    """A public post as the rerank and the evidence read it (plain text, post-level URL)."""
+    return PostText(post_id=record.post_id, topic_id=record.topic_id,
+                    post_number=record.post_number, title=record.title,
+                    url=res.search.url(record), text=plain_text(record.cooked))
+
+
+def load_candidates(res: Resources, topics: Sequence[TopicHit]) -> list[Candidate]:
+    """Topics with their best public posts' texts (a post hidden since the search is gone)."""
+    wanted = [p.post_id for t in topics for p in t.posts[:POSTS_PER_TOPIC]]
+    with res.db.connection() as conn:
+        records = public_posts(conn, wanted)
+    candidates = []
+    for rank, topic in enumerate(topics, start=1):
+        posts = [post_text(res, records[p.post_id]) for p in topic.posts[:POSTS_PER_TOPIC]
+                 if p.post_id in records]
+        if posts:
+            candidates.append(Candidate(topic=topic, fused_rank=rank, posts=posts))
+    return candidates
 
 
 class RetrievalPipeline:
@@ -164,7 +186,7 @@ class RetrievalPipeline:
         query = self.res.search.check_query(condensed.query)
         wide = max(3 * limit, self.settings.rerank_candidates_min)
         found = self.res.search.find_topics(query, wide, SearchOptions(), trace)
-        candidates = self._candidates(found.topics)
+        candidates = load_candidates(self.res, found.topics)
 
         candidates, kind, rerank_error = self._rerank(query, candidates, limit, trace)
         reranker = self.res.reranker
@@ -243,24 +265,6 @@ class RetrievalPipeline:
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _post_text(self, record: PostRecord) -> PostText:
-        return PostText(post_id=record.post_id, topic_id=record.topic_id,
-                        post_number=record.post_number, title=record.title,
-                        url=self.res.search.url(record), text=plain_text(record.cooked))
-
-    def _candidates(self, topics: Sequence[Any]) -> list[Candidate]:
-        """Topics with their best public posts' texts (a post hidden since the search is gone)."""
-        wanted = [p.post_id for t in topics for p in t.posts[:POSTS_PER_TOPIC]]
-        with self.res.db.connection() as conn:
-            records = public_posts(conn, wanted)
-        candidates = []
-        for rank, topic in enumerate(topics, start=1):
-            posts = [self._post_text(records[p.post_id]) for p in topic.posts[:POSTS_PER_TOPIC]
-                     if p.post_id in records]
-            if posts:
-                candidates.append(Candidate(topic=topic, fused_rank=rank, posts=posts))
-        return candidates
-
     def _cosines(self, candidates: Sequence[Candidate], vector: Any) -> None:
         """Bi-encoder relevance: cosine of the query and the topic's best fused post.
 
@@ -289,7 +293,7 @@ class RetrievalPipeline:
         items = []
         for n, c in enumerate(kept, start=1):
             best = c.best_post
-            around = [self._post_text(r)
+            around = [post_text(self.res, r)
                       for r in neighbours.get((best.topic_id, best.post_number), [])]
             items.append(evidence_item(n, best, c.score, query, self.settings.evidence_chars,
                                        around))

@@ -92,34 +92,20 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
         sys.exit(1)
 
 
+# Commands live in one module per concern; registered here, after `main` exists.
 from sidecar.cli import backfill as _backfill  # noqa: E402
+from sidecar.cli import bench as _bench  # noqa: E402
+from sidecar.cli import evaluate as _evaluate  # noqa: E402
+from sidecar.cli import jobs as _jobs  # noqa: E402
+from sidecar.cli import modelhost as _modelhost  # noqa: E402
 from sidecar.cli import models as _models  # noqa: E402
+from sidecar.cli import retrievals as _retrievals  # noqa: E402
 from sidecar.cli import run as _run  # noqa: E402
 
-main.add_command(_run.run)
-main.add_command(_run.prepare)
-main.add_command(_run.serve)
-main.add_command(_run.search_cmd)
-main.add_command(_backfill.backfill)
-main.add_command(_models.models)
-
-from sidecar.cli import bench as _bench  # noqa: E402
-
-main.add_command(_bench.bench)
-
-from sidecar.cli import evaluate as _evaluate  # noqa: E402
-
-main.add_command(_evaluate.evaluate)
-
-from sidecar.cli import jobs as _jobs  # noqa: E402
-
-main.add_command(_jobs.worker)
-main.add_command(_jobs.queues_cmd)
-
-from sidecar.cli import modelhost as _modelhost  # noqa: E402
-
-main.add_command(_modelhost.model_host)
-
-from sidecar.cli import retrievals as _retrievals  # noqa: E402
-
-main.add_command(_retrievals.retrievals)
+for _command in (
+    _run.run, _run.prepare, _run.serve, _run.search_cmd,
+    _backfill.backfill, _jobs.worker, _jobs.queues_cmd,
+    _models.models, _modelhost.model_host,
+    _retrievals.retrievals, _evaluate.evaluate, _bench.bench,
+):
+    main.add_command(_command)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from sidecar.answer.rerank import POSTS_PER_TOPIC, Candidate, by_relevance, cross_encode
-from sidecar.core.evidence import PostText, plain_text
+from sidecar.answer.pipeline import load_candidates
+from sidecar.answer.rerank import by_relevance, cross_encode
 from sidecar.core.types import TopicHit
-from sidecar.db.forum_read import public_posts
 from sidecar.resources import Resources
 
 
@@ -53,25 +52,10 @@ class CrossEncoderRerank:
         self.candidates = candidates
         self.name = f"rerank:{res.reranker.name}"
 
-    def _candidates(self, topics: Sequence[TopicHit]) -> list[Candidate]:
-        wanted = [p.post_id for t in topics for p in t.posts[:POSTS_PER_TOPIC]]
-        with self.res.db.connection() as conn:
-            records = public_posts(conn, wanted)
-        out = []
-        for rank, topic in enumerate(topics, start=1):
-            posts = [PostText(post_id=r.post_id, topic_id=r.topic_id,
-                              post_number=r.post_number, title=r.title,
-                              url=self.res.search.url(r), text=plain_text(r.cooked))
-                     for p in topic.posts[:POSTS_PER_TOPIC]
-                     if (r := records.get(p.post_id)) is not None]
-            if posts:
-                out.append(Candidate(topic=topic, fused_rank=rank, posts=posts))
-        return out
-
     def apply(self, query: str, topics: Sequence[TopicHit]) -> list[TopicHit]:
         """Rerank the head; the linked post becomes the topic's best-scored post."""
         head, tail = list(topics[: self.candidates]), list(topics[self.candidates:])
-        candidates = self._candidates(head)
+        candidates = load_candidates(self.res, head)
         if not candidates:
             return tail
         cross_encode(self.reranker, query, candidates)

@@ -9,14 +9,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from models.protocols import Reranker
 from sidecar.search import SearchService
 from tests.answer.ollama_server import OllamaServer
-from tests.conftest import make_settings
+from tests.conftest import drop_database, make_settings, new_database
 
 
 @pytest.fixture(scope="session")
@@ -28,18 +26,14 @@ def answer_state(
     from sidecar.bootstrap import backfill_sync, load_demo
     from sidecar.resources import start_resources
 
-    name = f"t_answer_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
-    url = make_conninfo(pg_admin_url, dbname=name)
+    url = new_database(pg_admin_url, "t_answer")
     settings = make_settings(tmp_path_factory.mktemp("answer"), url, redis_url)
     res = start_resources(settings, embedder=minilm)
     load_demo(res)
     backfill_sync(res, 1, progress=False)
     yield res
     res.close()
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+    drop_database(pg_admin_url, url)
 
 
 @pytest.fixture(scope="session")

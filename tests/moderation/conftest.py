@@ -10,11 +10,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 from pydantic import SecretStr
 
-from tests.conftest import make_settings
+from tests.conftest import drop_database, make_settings, new_database
 
 MODERATOR_KEY = "mod-key-9f8e7d6c5b4a"
 CE = "cross-encoder:mmarco-tiny"
@@ -24,14 +23,9 @@ BI = "bi-encoder:all-minilm-l6-v2"
 @pytest.fixture(scope="module")
 def mod_db(pg_admin_url: str) -> Iterator[str]:
     """A database of the module's own."""
-    name = f"t_mod_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
-    url = make_conninfo(pg_admin_url, dbname=name)
+    url = new_database(pg_admin_url, "t_mod")
     yield url
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(  # type: ignore[arg-type]
-            f'DROP DATABASE IF EXISTS "{conninfo_to_dict(url)["dbname"]}" WITH (FORCE)')
+    drop_database(pg_admin_url, url)
 
 
 @pytest.fixture(scope="module")

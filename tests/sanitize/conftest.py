@@ -13,10 +13,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
-from tests.conftest import API_KEY, make_settings
+from tests.conftest import API_KEY, drop_database, make_settings, new_database
 
 FORUM = "https://forum.example.org"
 
@@ -24,14 +23,9 @@ FORUM = "https://forum.example.org"
 @pytest.fixture(scope="module")
 def forum_url(pg_admin_url: str) -> Iterator[str]:
     """A database of its own for the module."""
-    name = f"t_san_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
-    url = make_conninfo(pg_admin_url, dbname=name)
+    url = new_database(pg_admin_url, "t_san")
     yield url
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(  # type: ignore[arg-type]
-            f'DROP DATABASE IF EXISTS "{conninfo_to_dict(url)["dbname"]}" WITH (FORCE)')
+    drop_database(pg_admin_url, url)
 
 
 @pytest.fixture(scope="module")
