@@ -28,9 +28,9 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from sidecar.bench.report import BenchContext, BenchTable
+from sidecar.bench.scratch import scratch_database
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,13 +60,11 @@ def _subset(dump: Path, posts: int, out: Path) -> Path:
     return out
 
 
-def _scratch_database(admin_url: str) -> tuple[str, str]:
-    name = f"sidecar_bench_backfill_{os.getpid()}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return name, make_conninfo(admin_url, dbname=name)
+def _raw(embedder: Any, texts: list[str], batch: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        embedder.embed(texts[start:start + batch], kind="passage")
+    return time.perf_counter() - started
 
 
 class _Timed:
@@ -85,13 +83,6 @@ class _Timed:
             return self.inner.embed(texts, kind=kind)
         finally:
             self.seconds += time.perf_counter() - started
-
-
-def _raw(embedder: Any, texts: list[str], batch: int) -> float:
-    started = time.perf_counter()
-    for start in range(0, len(texts), batch):
-        embedder.embed(texts[start:start + batch], kind="passage")
-    return time.perf_counter() - started
 
 
 def _reset(res: Any) -> None:
@@ -122,52 +113,49 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
     embedder = _Timed(load_embedder(settings))
     bench_dir = settings.state_dir / "bench"
     admin = settings.database_url or embedded_postgres_url(bench_dir)
-    name, url = _scratch_database(admin)
-    scratch = settings.model_copy(update={
-        "database_url": url, "redis_url": embedded_redis_url(bench_dir),
-        "embed_model_path": settings.embed_dir(), "log_level": "WARNING",
-        "queue_prefix": f"bench{os.getpid()}", "rerank_model": None,
-        "rerank_model_path": None, "rerank_url": None,
-    })
-    res = start_resources(scratch, embedder=embedder)
-    try:
-        source = _subset(dump, posts, work_dir / "dump")
-        with psycopg.connect(url) as conn:
-            import_dump(conn, source, scratch.ts_config)
-        from sidecar.indexing import Indexer
-
-        indexer = Indexer(res.db, embedder, res.model, scratch.strategy)
-        ids = [c.post_id for c in indexer.candidates()]
-        prepare_started = time.perf_counter()
-        texts = indexer.prepare(ids).texts
-        prepare_s = time.perf_counter() - prepare_started
-        batch = scratch.backfill_batch_size
-        embedder.embed(texts[:batch], kind="passage")  # warm-up
-
-        raw_1 = _raw(embedder, texts, batch)
-        embedder.seconds = 0.0
-        run = driver.start_run(res)
-        run_worker(res, burst=True)
-        jobs_model_s = embedder.seconds
-        with res.db.connection() as conn:
-            from jobs.runs import get_run
-
-            jobs_run = get_run(conn, run.id)
-        _reset(res)
-        ctx = install(res)
-        embedder.seconds = 0.0
+    with scratch_database(admin, "backfill") as url:
+        scratch = settings.model_copy(update={
+            "database_url": url, "redis_url": embedded_redis_url(bench_dir),
+            "embed_model_path": settings.embed_dir(), "log_level": "WARNING",
+            "queue_prefix": f"bench{os.getpid()}", "rerank_model": None,
+            "rerank_model_path": None, "rerank_url": None,
+        })
+        res = start_resources(scratch, embedder=embedder)
         try:
-            sync_run = run_sync(ctx, driver.start_run(res, enqueue=False).id)
+            source = _subset(dump, posts, work_dir / "dump")
+            with psycopg.connect(url) as conn:
+                import_dump(conn, source, scratch.ts_config)
+            from sidecar.indexing import Indexer
+
+            indexer = Indexer(res.db, embedder, res.model, scratch.strategy)
+            ids = [c.post_id for c in indexer.candidates()]
+            prepare_started = time.perf_counter()
+            texts = indexer.prepare(ids).texts
+            prepare_s = time.perf_counter() - prepare_started
+            batch = scratch.backfill_batch_size
+            embedder.embed(texts[:batch], kind="passage")  # warm-up
+
+            raw_1 = _raw(embedder, texts, batch)
+            embedder.seconds = 0.0
+            run = driver.start_run(res)
+            run_worker(res, burst=True)
+            jobs_model_s = embedder.seconds
+            with res.db.connection() as conn:
+                from jobs.runs import get_run
+
+                jobs_run = get_run(conn, run.id)
+            _reset(res)
+            ctx = install(res)
+            embedder.seconds = 0.0
+            try:
+                sync_run = run_sync(ctx, driver.start_run(res, enqueue=False).id)
+            finally:
+                uninstall()
+            sync_model_s = embedder.seconds
+            _reset(res)
+            raw_2 = _raw(embedder, texts, batch)
         finally:
-            uninstall()
-        sync_model_s = embedder.seconds
-        _reset(res)
-        raw_2 = _raw(embedder, texts, batch)
-    finally:
-        res.close()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            res.close()
     return {
         "posts": len(texts), "batch": batch, "model": res.model.name,
         "provider": embedder.provider, "raw_s": [raw_1, raw_2],

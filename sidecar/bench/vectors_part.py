@@ -21,10 +21,10 @@ import psycopg
 from pgvector import HalfVector
 from pgvector.psycopg import register_vector
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from sidecar.bench import vecdata
 from sidecar.bench.report import BenchContext, BenchTable
+from sidecar.bench.scratch import scratch_database
 from sidecar.db.migrate import ensure_pgvector
 from sidecar.services import embedded_postgres_url
 
@@ -49,21 +49,6 @@ class Method:
     ef_search: int | None
     candidates: int | None
     query: sql.Composed
-
-
-def _scratch_database(admin_url: str) -> tuple[str, str]:
-    name = f"sidecar_bench_vectors_{os.getpid()}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return name, make_conninfo(admin_url, dbname=name)
-
-
-def _drop_database(admin_url: str, name: str) -> None:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
 
 
 def _load(conn: psycopg.Connection[Any], table: str, dims: int, n: int, seed: int
@@ -236,18 +221,15 @@ def run(ctx: BenchContext) -> list[BenchTable]:
     n_queries = QUICK_QUERIES if ctx.quick else FULL_QUERIES
     n = int(ctx.extras.get("vectors", n))
     admin = ctx.settings.database_url or embedded_postgres_url(ctx.settings.state_dir / "bench")
-    name, url = _scratch_database(admin)
     tables: list[BenchTable] = []
     raw: list[dict[str, Any]] = []
-    try:
+    with scratch_database(admin, "vectors") as url:
         for dims in ctx.extras.get("dims", (1024, 384)):
             started = time.perf_counter()
             table, data = bench_dims(url, dims, n, n_queries)
             table.notes.append(f"part time: {time.perf_counter() - started:.0f} s")
             tables.append(table)
             raw.append(data)
-    finally:
-        _drop_database(admin, name)
     import json
 
     (ctx.out_dir / "vectors.json").write_text(json.dumps(raw, indent=1, default=float))
