@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from flask import Flask, Response, request
 
@@ -18,7 +19,7 @@ from sidecar.api import (
 from sidecar.api.auth import check_bearer
 from sidecar.api.errors import register_error_handlers
 from sidecar.api.metrics import Metrics
-from sidecar.errors import ConfigurationError
+from sidecar.errors import BadRequest, ConfigurationError
 from sidecar.resources import Resources, start_resources
 from sidecar.settings import Settings, load_settings
 
@@ -28,6 +29,22 @@ log = logging.getLogger(__name__)
 PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "health.metrics", "static"})
 # Blueprints that protect themselves with another key (the moderator pages).
 SELF_AUTHENTICATED_PREFIXES = ("moderation.",)
+# A JSON \u0000 escape that is not itself escaped (preceded by an even number of backslashes).
+_JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def reject_nul_characters() -> None:
+    """Refuse text with NUL characters, which PostgreSQL cannot store (a 500 otherwise).
+
+    Checked once for every route: query strings, then forms or raw (JSON) bodies.
+    """
+    values = list(request.args.values())
+    if request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        values += request.form.values()  # read the form first: get_data() would consume it
+    elif _JSON_NUL.search(request.get_data(cache=True) or b""):
+        values.append("\x00")
+    if any("\x00" in value for value in values):
+        raise BadRequest("text must not contain NUL characters (\\u0000)")
 
 
 def create_app(settings: Settings | None = None, resources: Resources | None = None) -> Flask:
@@ -60,6 +77,8 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
             return
         # Unknown URLs are authenticated too, so probing reveals nothing without the key.
         check_bearer(api_key)
+
+    app.before_request(reject_nul_characters)
 
     @app.after_request
     def _count(response: Response) -> Response:

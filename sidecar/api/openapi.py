@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ class RouteDoc:
 
 
 ROUTES: list[RouteDoc] = []
+_PATH_PARAM = re.compile(r"\{(\w+)\}")
 
 
 def documented(**kwargs: Any) -> Callable[[F], F]:
@@ -67,11 +69,17 @@ def build_spec(title: str, version: str) -> dict[str, Any]:
         if route.request is not None:
             op["requestBody"] = {"required": True, "content": {
                 "application/json": {"schema": ref(route.request)}}}
-        if route.query:
-            op["parameters"] = [
-                {"name": n, "in": "query", "required": False, "schema": {"type": t},
-                 "description": d} for n, t, d in route.query
-            ]
+        # Path parameters come from the path itself: /v1/x/{retrieval_id} documents retrieval_id.
+        parameters: list[dict[str, Any]] = [
+            {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+            for n in _PATH_PARAM.findall(route.path)
+        ]
+        parameters += [
+            {"name": n, "in": "query", "required": False, "schema": {"type": t},
+             "description": d} for n, t, d in route.query
+        ]
+        if parameters:
+            op["parameters"] = parameters
         ok: dict[str, Any] = {"description": "OK"}
         if route.response is not None:
             ok["content"] = {route.content_type: {"schema": ref(route.response)}}

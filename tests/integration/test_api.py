@@ -98,3 +98,34 @@ def test_metrics_count_requests_and_stage_latency(client: Any, auth: dict[str, s
     text = client.get("/metrics").get_data(as_text=True)
     assert 'sidecar_http_requests_total{route="/v1/search",status="200"}' in text
     assert 'sidecar_stage_seconds_count{status="done",step="semantic"}' in text
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/search", b'{"query": "zfs\\u0000pool"}'),
+        ("/v1/retrieve", b'{"messages": [{"role": "user", "content": "zfs\\u0000 pool?"}]}'),
+        ("/v1/sanitize", b'{"retrieval_id": "00000000-0000-0000-0000-000000000000",'
+                         b' "text": "a\\u0000b"}'),
+        ("/v1/index/events", b'{"event": "post_edited\\u0000", "ids": [1]}'),
+    ],
+)
+def test_nul_characters_are_a_400_not_a_500(
+    client: Any, auth: dict[str, str], path: str, body: bytes
+) -> None:
+    # PostgreSQL cannot store NUL in text or jsonb: refused up front, for every route.
+    resp = client.post(path, data=body, headers={**auth, "Content-Type": "application/json"})
+    assert resp.status_code == 400, resp.json
+    assert "NUL" in resp.json["error"]["message"]
+
+
+def test_an_escaped_backslash_u0000_is_ordinary_text(client: Any, auth: dict[str, str]) -> None:
+    resp = client.post("/v1/search", data=b'{"query": "printf \\\\u0000 zfs"}',
+                       headers={**auth, "Content-Type": "application/json"})
+    assert resp.status_code == 200
+
+
+def test_nul_in_a_query_string_or_a_form_is_a_400(client: Any, auth: dict[str, str]) -> None:
+    assert client.get("/v1/admin/backfill?run=%00", headers=auth).status_code == 400
+    form = client.post("/moderation/login", data={"key": "a\x00b"})
+    assert form.status_code == 400
