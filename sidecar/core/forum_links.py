@@ -29,7 +29,7 @@ from sidecar.core.markdown_syntax import ASCII_PUNCT
 # Characters that render as nothing (or reorder text) and serve only to hide a scheme or host from
 # a filter: C0/C1 controls (tab and newline excepted), soft hyphen, zero-width and bidi controls,
 # variation selectors, the BOM, interlinear annotations, tag characters; private-use characters
-# are dropped too (the sanitizer uses some internally as placeholders).
+# are dropped too (the sanitizer uses some internally as markers).
 _INVISIBLE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5"
     "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
@@ -53,7 +53,7 @@ _PSEUDO_SCHEMES = (
     "filesystem|jar|intent|mhtml|ms-[a-z-]+|https?|ftps?|wss?"
 )
 # A URL ends at whitespace, a backslash, quotes, angle or square brackets or a backtick (the
-# view maps the sanitizer's placeholders to spaces, so they end URLs too).
+# view maps the sanitizer's markers to spaces, so they end URLs too).
 _URL_CHARS = r"[^\s\\\"'<>`\[\]]"
 _PATTERNS = (
     # scheme://anything, wherever it starts ("x.http://", "evil.examplehttps://"): a renderer
@@ -227,7 +227,7 @@ def _view(text: str, nfkc: bool = True, markdown: bool = True
         if ch.isascii():
             mapped = ch.lower()
         elif ord(ch) >= 0xF0000:
-            mapped = " "  # the sanitizer's placeholders end any URL
+            mapped = " "  # the sanitizer's markers end any URL
         elif nfkc:
             mapped = unicodedata.normalize("NFKC", ch).casefold()
         else:

@@ -6,7 +6,7 @@ markup that links or embeds: ``[``, ``]``, ``<``, lone backslashes, stray backti
 entity-encoded characters are escaped, raw HTML is dropped (the content of ``<script>``,
 ``<style>``, ``<iframe>``, ``<svg>``... with it), images are reduced to their alt text, and a
 link is written only when the ``link`` callback returns a URL for it. Generated links are held as
-private-use placeholder characters until the end, so that removing something next to them can
+private-use marker characters until the end, so that removing something next to them can
 never splice text into a link, and ``finish`` (the bare-URL pass) never touches them.
 
 With ``keep_code`` the contents of fenced code blocks and code spans are kept verbatim (they
@@ -51,7 +51,7 @@ LinkFn = Callable[[str, str], "str | None"]
 ReportFn = Callable[..., None]
 FinishFn = Callable[[str, bool], str]  # (text, inside a written link)
 
-_PLACEHOLDER_BASE = 0xF0000  # generated links wait as private-use characters
+_MARKER_BASE = 0xF0000  # generated links wait as private-use characters
 
 @dataclass(frozen=True, slots=True)
 class ScanOptions:
@@ -59,7 +59,7 @@ class ScanOptions:
 
     keep_code: bool = True
     links: bool = True
-    placeholder: str = "(link removed)"
+    removed_text: str = "(link removed)"
 
 
 class Scanner:
@@ -108,13 +108,14 @@ class Scanner:
     # -- inline --------------------------------------------------------------------------------
     def _chunk(self, markdown: str) -> str:
         self.chunks.append(markdown)
-        return chr(_PLACEHOLDER_BASE + len(self.chunks) - 1)
+        return chr(_MARKER_BASE + len(self.chunks) - 1)
 
     def _expand(self, work: str) -> str:
         def chunk(m: re.Match[str]) -> str:
-            text = self.chunks[ord(m.group(0)) - _PLACEHOLDER_BASE]
+            text = self.chunks[ord(m.group(0)) - _MARKER_BASE]
             # "data:" + "(link removed)" would read as a URL again: keep them apart
-            if text == self.options.placeholder and m.start() and not work[m.start() - 1].isspace():
+            glued = m.start() and not work[m.start() - 1].isspace()
+            if text == self.options.removed_text and glued:
                 return " " + text
             return text
         return re.sub("[\U000f0000-\U000fffff]", chunk, work)
@@ -235,7 +236,7 @@ class Scanner:
             else:
                 if not allow:
                     self.report("link", dest, "links are not allowed here")
-                out.append(self._chunk(self.options.placeholder))
+                out.append(self._chunk(self.options.removed_text))
             return m.end()
         end = self._html(s, i, out)
         if end is not None:

@@ -150,7 +150,7 @@ class _Run:
         self.cited: dict[int, Citation] = {}
         self.allowed: set[str] = set()
         self.options = ScanOptions(keep_code=not strict,
-                                   placeholder=self.messages["link_removed"])
+                                   removed_text=self.messages["link_removed"])
 
     # -- reporting -----------------------------------------------------------------------------
     def remove(self, kind: RemovalKind, value: str, reason: str) -> None:
@@ -253,7 +253,7 @@ class _Run:
         if self.cited:
             lines += ["---", "", f"**{self.messages['sources']}**", ""]
             options = ScanOptions(keep_code=False, links=False,
-                                  placeholder=self.messages["link_removed"])
+                                  removed_text=self.messages["link_removed"])
             scanner = Scanner(options, citation=self.citation,
                               link=self.link, report=self.remove, finish=self.strip_urls)
             for n in sorted(self.cited):
