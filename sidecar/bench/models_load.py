@@ -69,7 +69,7 @@ def host_counters(url: str) -> tuple[int, float]:
 
 @contextmanager
 def model_host_process(model_dir: Path, threads: int, env: dict[str, str],
-                       timeout: float = 120.0) -> Iterator[str]:  # fmt: skip
+                       timeout: float = 120.0, workers: int = 1) -> Iterator[str]:  # fmt: skip
     """``sidecar model-host`` serving ``model_dir`` on a free port; yields its URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -78,7 +78,7 @@ def model_host_process(model_dir: Path, threads: int, env: dict[str, str],
                    "SIDECAR_MODEL_HOST_HOST": "127.0.0.1", "SIDECAR_MODEL_HOST_PORT": str(port),
                    "SIDECAR_ONNX_THREADS": str(threads), "SIDECAR_LOG_LEVEL": "WARNING"}
     command = [sys.executable, "-c", "from sidecar.cli import main; main()", "model-host",
-               "--task", "embed", "--threads", "16"]  # fmt: skip
+               "--task", "embed", "--threads", "16", "--workers", str(workers)]  # fmt: skip
     proc = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
