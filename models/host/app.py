@@ -13,7 +13,7 @@ import hmac
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -139,6 +139,21 @@ def _authenticate(config: HostConfig) -> None:
         raise HostError(401, "unauthorized", "missing or wrong API key (Authorization: Bearer)")
 
 
+
+def _refuse_over_long(
+    texts: list[str], tokens_over: Callable[[str], tuple[int, int] | None], message: str
+) -> None:
+    """With ``truncate: false``, an input over the model's maximum is a 413 (TEI's answer).
+
+    ``tokens_over`` gives (tokens, maximum) for a text over the limit, else None; ``message``
+    is formatted with the input's index ``i``, its token count ``n`` and the maximum ``m``.
+    """
+    for index, text in enumerate(texts):
+        over = tokens_over(text)
+        if over:
+            raise too_large(message.format(i=index, n=over[0], m=over[1]))
+
+
 def create_host_app(
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
@@ -185,13 +200,9 @@ def create_host_app(
             texts = [_cap_chars(t, f"inputs[{i}]", config, truncate)
                      for i, t in enumerate(_texts(req.inputs, config))]  # fmt: skip
             if not truncate:
-                for index, text in enumerate(texts):
-                    over = engine.tokens_over(text, kind)
-                    if over:
-                        raise too_large(
-                            f"`inputs[{index}]` has {over[0]} tokens; the model takes at most "
-                            f"{over[1]} (send truncate=true to cut it)"
-                        )
+                _refuse_over_long(texts, lambda t: engine.tokens_over(t, kind),
+                                  "`inputs[{i}]` has {n} tokens; the model takes at most {m} "
+                                  "(send truncate=true to cut it)")
             futures = ticket.submit([(text, kind) for text in texts])
         vectors = _gather(futures, config.request_timeout_s)
         matrix = normalize_rows(vectors) if req.normalize else np.stack(vectors)
@@ -210,13 +221,9 @@ def create_host_app(
             texts = [_cap_chars(t, f"texts[{i}]", config, truncate)
                      for i, t in enumerate(_texts(req.texts, config, "texts"))]  # fmt: skip
             if not truncate:
-                for index, text in enumerate(texts):
-                    over = engine.tokens_over(query, text)
-                    if over:
-                        raise too_large(
-                            f"query + `texts[{index}]` have {over[0]} tokens; the model takes "
-                            f"at most {over[1]} (send truncate=true to cut the text)"
-                        )
+                _refuse_over_long(texts, lambda t: engine.tokens_over(query, t),
+                                  "query + `texts[{i}]` have {n} tokens; the model takes at "
+                                  "most {m} (send truncate=true to cut the text)")
             futures = ticket.submit([(query, text) for text in texts])
         logits = _gather(futures, config.request_timeout_s)
         # TEI: raw_scores=false gives the sigmoid of the single logit.

@@ -30,6 +30,7 @@ import httpx
 import numpy as np
 from psycopg import sql
 
+from sidecar.bench.procs import wait_healthy
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bootstrap import demo_dir, ensure_model
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
@@ -114,24 +115,10 @@ def serve(state: EvalState, port: int, api_key: str, log_path: Path) -> Iterator
             [sys.executable, "-c", "from sidecar.cli import main; main()", "serve"],
             env=env, stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            _wait_ready(base, proc)
+            wait_healthy(f"{base}/v1/ready", proc, READY_TIMEOUT_S)
             yield base
         finally:
             _stop(proc)
-
-
-def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode} before being ready")
-        try:
-            if httpx.get(f"{base}/v1/ready", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"the server was not ready after {READY_TIMEOUT_S:.0f} s")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

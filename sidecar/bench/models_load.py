@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from sidecar.bench.procs import wait_healthy
+
 
 @dataclass(frozen=True)
 class LoadResult:
@@ -83,18 +85,13 @@ def model_host_process(model_dir: Path, threads: int, env: dict[str, str],
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
+        try:
+            wait_healthy(f"{url}/health", proc, timeout)
+        except RuntimeError as exc:
             if proc.poll() is not None:
-                raise RuntimeError(f"the model host exited: {proc.communicate()[1][-2000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the model host did not become healthy in time")
-            time.sleep(0.2)
+                raise RuntimeError(f"the model host exited: {proc.communicate()[1][-2000:]}"
+                                   ) from exc
+            raise
         yield url
     finally:
         proc.terminate()
