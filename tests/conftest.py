@@ -145,11 +145,6 @@ def demo_state(
     same model from a real TEI-compatible model host (HTTP on a free port) and the sidecar
     talks to it through ``RemoteEmbedder``, as with ``SIDECAR_EMBED_URL``.
     """
-    from sidecar.bootstrap import backfill_sync, load_demo
-    from sidecar.resources import start_resources
-
-    url = new_database(pg_admin_url)
-    settings = make_settings(tmp_path_factory.mktemp("demo"), url, redis_url)
     with contextlib.ExitStack() as stack:
         embedder = minilm
         if request.param == "host":
@@ -159,12 +154,33 @@ def demo_state(
             host = stack.enter_context(ThreadedHost(create_host_app(minilm)))
             embedder = RemoteEmbedder(host.url, name=minilm.name)
             stack.callback(embedder.close)
-        res = start_resources(settings, embedder=embedder)
-        load_demo(res)
-        backfill_sync(res, 1, progress=False)
-        yield res
-        res.close()
-    drop_database(pg_admin_url, url)
+        yield stack.enter_context(
+            demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("demo"), embedder))
+
+
+@contextlib.contextmanager
+def demo_forum(admin_url: str, redis: str, folder: Path, embedder: Any, *, prefix: str = "t",
+               embed: bool = True, **overrides: Any) -> Iterator[Any]:
+    """Resources over the demo forum in a database of its own, dropped afterwards.
+
+    For fixtures that write (retrievals, labels...): ``demo_state`` itself is read-only.
+    ``embed=False`` leaves the posts unembedded (tests that never search by meaning).
+    """
+    from sidecar.bootstrap import backfill_sync, load_demo
+    from sidecar.resources import start_resources
+
+    url = new_database(admin_url, prefix)
+    try:
+        res = start_resources(make_settings(folder, url, redis, **overrides), embedder=embedder)
+        try:
+            load_demo(res)
+            if embed:
+                backfill_sync(res, 1, progress=False)
+            yield res
+        finally:
+            res.close()
+    finally:
+        drop_database(admin_url, url)
 
 
 @pytest.fixture(scope="session")

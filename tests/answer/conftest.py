@@ -14,7 +14,7 @@ import pytest
 from models.protocols import Reranker
 from sidecar.search import SearchService
 from tests.answer.ollama_server import OllamaServer
-from tests.conftest import drop_database, make_settings, new_database
+from tests.conftest import demo_forum
 
 
 @pytest.fixture(scope="session")
@@ -23,17 +23,9 @@ def answer_state(
 ) -> Iterator[Any]:
     """The demo forum imported and embedded in a database of our own (``demo_state`` is
     read-only; retrievals are rows we write)."""
-    from sidecar.bootstrap import backfill_sync, load_demo
-    from sidecar.resources import start_resources
-
-    url = new_database(pg_admin_url, "t_answer")
-    settings = make_settings(tmp_path_factory.mktemp("answer"), url, redis_url)
-    res = start_resources(settings, embedder=minilm)
-    load_demo(res)
-    backfill_sync(res, 1, progress=False)
-    yield res
-    res.close()
-    drop_database(pg_admin_url, url)
+    with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("answer"), minilm,
+                    prefix="t_answer") as res:
+        yield res
 
 
 @pytest.fixture(scope="session")

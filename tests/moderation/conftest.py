@@ -13,7 +13,7 @@ import pytest
 from psycopg.types.json import Jsonb
 from pydantic import SecretStr
 
-from tests.conftest import drop_database, make_settings, new_database
+from tests.conftest import demo_forum
 
 MODERATOR_KEY = "mod-key-9f8e7d6c5b4a"
 CE = "cross-encoder:mmarco-tiny"
@@ -21,28 +21,16 @@ BI = "bi-encoder:all-minilm-l6-v2"
 
 
 @pytest.fixture(scope="module")
-def mod_db(pg_admin_url: str) -> Iterator[str]:
-    """A database of the module's own."""
-    url = new_database(pg_admin_url, "t_mod")
-    yield url
-    drop_database(pg_admin_url, url)
-
-
-@pytest.fixture(scope="module")
-def mod_state(tmp_path_factory: pytest.TempPathFactory, mod_db: str, redis_url: str
+def mod_state(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_url: str
               ) -> Iterator[Any]:
-    """Resources over the demo forum, with a moderator key."""
+    """Resources over the demo forum (not embedded: a hash embedder), with a moderator key."""
     from models import DummyEmbedder
-    from sidecar.bootstrap import load_demo
-    from sidecar.resources import start_resources
 
-    settings = make_settings(tmp_path_factory.mktemp("moderation"), mod_db, redis_url,
-                             moderator_key=SecretStr(MODERATOR_KEY),
-                             queue_prefix=f"modtest{uuid.uuid4().hex[:6]}")
-    res = start_resources(settings, embedder=DummyEmbedder(dimensions=16))
-    load_demo(res)
-    yield res
-    res.close()
+    with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("moderation"),
+                    DummyEmbedder(dimensions=16), prefix="t_mod", embed=False,
+                    moderator_key=SecretStr(MODERATOR_KEY),
+                    queue_prefix=f"modtest{uuid.uuid4().hex[:6]}") as res:
+        yield res
 
 
 @pytest.fixture(scope="module")
