@@ -13,6 +13,7 @@ from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, register_model
 from sidecar.db.migrate import parse_version, upgrade
 from sidecar.errors import ConfigurationError
+from sidecar.profile import ProfileState, load_served
 from sidecar.search import SearchService
 from sidecar.services import ServiceUrls, resolve_services
 from sidecar.settings import Settings
@@ -32,6 +33,7 @@ class Resources:
     model: RegisteredModel
     pgvector: str
     search: SearchService
+    profile: ProfileState
     reranker: Reranker | None = None
     reranker_error: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
@@ -139,8 +141,11 @@ def start_resources(
             pooling=getattr(manifest, "pooling", None),
             checksum=getattr(manifest, "checksum", None),
         )
+    profile = load_served(settings, model.name)
     search = SearchService(db, embedder, model, settings,
-                           iterative_scan=parse_version(pgvector) >= (0, 8, 0))
+                           iterative_scan=parse_version(pgvector) >= (0, 8, 0),
+                           served=profile.config)
     return Resources(settings=settings, urls=urls, db=db, redis=redis_client, embedder=embedder,
-                     model=model, pgvector=pgvector, search=search, reranker=reranker,
+                     model=model, pgvector=pgvector, search=search, profile=profile,
+                     reranker=reranker,
                      reranker_error=reranker_error, owned_models=tuple(owned))

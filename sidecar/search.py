@@ -8,7 +8,8 @@ from typing import Any
 
 from models.protocols import Embedder
 from sidecar.core.aggregate import aggregate_topics
-from sidecar.core.fusion import rrf
+from sidecar.core.fusion import Fusion, fuse
+from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.text import excerpt, html_to_text
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, PostHit, TopicHit, TopicScore
@@ -26,12 +27,12 @@ MAX_POST_CANDIDATES = 5000
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """Per-request knobs; ``None`` means "use the setting"."""
+    """Per-request knobs; ``None`` means "as served" (the search profile, else the settings)."""
 
-    mode: Mode = Mode.HYBRID
+    mode: Mode | None = None
     strategy: int | None = None
     topic_score: TopicScore | None = None
-    rrf_k: int | None = None
+    fusion: Fusion | None = None
 
 
 @dataclass
@@ -76,6 +77,29 @@ class SearchOutcome:
     vector: Any = None  # the query's embedding (numpy array), None in keyword mode
 
 
+def rank_topics(
+    rankings: dict[str, list[PostHit]], config: SearchConfig, trace: Trace | None = None
+) -> list[TopicHit]:
+    """Fuse the legs' post rankings and aggregate per topic (pure: no I/O)."""
+    trace = trace or Trace()
+    with trace.step("fuse") as detail:
+        fused = fuse(rankings, config.fusion)
+        detail.update(config.fusion.describe() if len(rankings) > 1
+                      else {"method": "single leg"}, posts=len(fused))
+    with trace.step("aggregate") as detail:
+        topics = aggregate_topics(fused, config.topic_score)
+        detail.update(method=config.topic_score.value, topics=len(topics))
+    return topics
+
+
+def enough_topics(
+    topics: list[TopicHit], rankings: dict[str, list[PostHit]], n_topics: int, post_k: int
+) -> bool:
+    """False when aggregation left fewer topics than asked while a leg was cut off at post_k."""
+    cut_off = any(len(hits) >= post_k for hits in rankings.values())
+    return len(topics) >= n_topics or not cut_off or post_k >= MAX_POST_CANDIDATES
+
+
 class SearchService:
     """Runs the legs, fuses them and aggregates per topic; hydrates results for display."""
 
@@ -87,13 +111,20 @@ class SearchService:
         settings: Settings,
         *,
         iterative_scan: bool = True,
+        served: SearchConfig | None = None,
     ) -> None:
         self.db = db
         self.embedder = embedder
         self.model = model
         self.settings = settings
         self.iterative_scan = iterative_scan
+        self.served = served or SearchConfig()
         self.term_stats = TermStats()
+
+    def config(self, options: SearchOptions) -> SearchConfig:
+        """What a search with these options runs: the served configuration, overridden."""
+        return self.served.override(mode=options.mode, fusion=options.fusion,
+                                    topic_score=options.topic_score)
 
     def check_query(self, query: str) -> str:
         """Normalize a query; refuse an empty or over-long one."""
@@ -107,6 +138,10 @@ class SearchService:
             )
         return query
 
+    def first_post_k(self, n_topics: int) -> int:
+        """Posts asked of each leg on the first try for ``n_topics`` topics."""
+        return max(self.settings.post_candidates, n_topics * 5)
+
     def find_topics(
         self, query: str, n_topics: int, options: SearchOptions, trace: Trace | None = None
     ) -> SearchOutcome:
@@ -119,52 +154,21 @@ class SearchService:
         trace = trace or Trace()
         query = self.check_query(query)
         strategy = options.strategy or self.settings.strategy
-        method = options.topic_score or TopicScore(self.settings.topic_score)
-        k = options.rrf_k if options.rrf_k is not None else self.settings.rrf_k
-        legs = options.mode.legs()
+        config = self.config(options)
+        legs = config.legs()
         vector = None
         if Leg.SEMANTIC in legs:
             with trace.step("embed") as detail:
                 vector = self.embedder.embed([query], kind="query")[0]
                 detail.update(model=self.model.name, provider=self.embedder.provider)
         else:
-            trace.skip("embed", "keyword mode")
-        post_k = max(self.settings.post_candidates, n_topics * 5)
+            trace.skip("embed", f"{config.mode.value} mode")
+        post_k = self.first_post_k(n_topics)
         while True:
-            rankings: dict[str, list[PostHit]] = {}
-            with self.db.connection() as conn:
-                if vector is not None:
-                    with trace.step("semantic") as detail:
-                        rankings[Leg.SEMANTIC] = semantic_leg(
-                            conn, model_id=self.model.id, strategy_id=strategy,
-                            dimensions=self.model.dimensions, vector=vector, k=post_k,
-                            ef_search_min=self.settings.ef_search_min,
-                            iterative_scan=self.iterative_scan,
-                            binary=self.settings.index_kind == "binary",
-                            binary_overfetch=self.settings.binary_overfetch,
-                        )
-                        detail.update(posts=len(rankings[Leg.SEMANTIC]), k=post_k,
-                                      strategy=strategy, index=self.settings.index_kind)
-                else:
-                    trace.skip("semantic", f"{options.mode.value} mode")
-                if Leg.KEYWORD in legs:
-                    with trace.step("keyword") as detail:
-                        rankings[Leg.KEYWORD] = keyword_leg(
-                            conn, ts_config=self.settings.ts_config, query=query, k=post_k,
-                            stats=self.term_stats,
-                        )
-                        detail.update(posts=len(rankings[Leg.KEYWORD]), k=post_k,
-                                      ts_config=self.settings.ts_config)
-                else:
-                    trace.skip("keyword", f"{options.mode.value} mode")
-            with trace.step("fuse") as detail:
-                fused = rrf(rankings, k=k)
-                detail.update(method="rrf", k=k, posts=len(fused))
-            with trace.step("aggregate") as detail:
-                topics = aggregate_topics(fused, method)
-                detail.update(method=method.value, topics=len(topics))
-            cut_off = any(len(hits) >= post_k for hits in rankings.values())
-            if len(topics) >= n_topics or not cut_off or post_k >= MAX_POST_CANDIDATES:
+            rankings = self.leg_rankings(query, vector, legs, post_k, strategy, trace,
+                                         skip_reason=f"{config.mode.value} mode")
+            topics = rank_topics(rankings, config, trace)
+            if enough_topics(topics, rankings, n_topics, post_k):
                 break
             post_k = min(post_k * 2, MAX_POST_CANDIDATES)
         return SearchOutcome(
@@ -173,6 +177,39 @@ class SearchService:
             legs={leg: len(hits) for leg, hits in rankings.items()},
             vector=vector,
         )
+
+    def leg_rankings(
+        self, query: str, vector: Any, legs: tuple[Leg, ...], post_k: int, strategy: int,
+        trace: Trace, *, skip_reason: str = "",
+    ) -> dict[str, list[PostHit]]:
+        """Each leg's ``post_k`` best public posts (the semantic leg needs ``vector``)."""
+        rankings: dict[str, list[PostHit]] = {}
+        with self.db.connection() as conn:
+            if Leg.SEMANTIC in legs and vector is not None:
+                with trace.step("semantic") as detail:
+                    rankings[Leg.SEMANTIC] = semantic_leg(
+                        conn, model_id=self.model.id, strategy_id=strategy,
+                        dimensions=self.model.dimensions, vector=vector, k=post_k,
+                        ef_search_min=self.settings.ef_search_min,
+                        iterative_scan=self.iterative_scan,
+                        binary=self.settings.index_kind == "binary",
+                        binary_overfetch=self.settings.binary_overfetch,
+                    )
+                    detail.update(posts=len(rankings[Leg.SEMANTIC]), k=post_k,
+                                  strategy=strategy, index=self.settings.index_kind)
+            else:
+                trace.skip("semantic", skip_reason)
+            if Leg.KEYWORD in legs:
+                with trace.step("keyword") as detail:
+                    rankings[Leg.KEYWORD] = keyword_leg(
+                        conn, ts_config=self.settings.ts_config, query=query, k=post_k,
+                        stats=self.term_stats,
+                    )
+                    detail.update(posts=len(rankings[Leg.KEYWORD]), k=post_k,
+                                  ts_config=self.settings.ts_config)
+            else:
+                trace.skip("keyword", skip_reason)
+        return rankings
 
     def url(self, post: PostRecord) -> str:
         """Post-level link: /t/{slug}/{topic_id}/{post_number}, under the forum's address."""

@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sidecar.core.fusion import parse_weights
+
 # PostgreSQL text search configurations are identifiers; we only check the shape here and let the
 # server say whether it knows the configuration.
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -70,8 +72,13 @@ class Settings(BaseSettings):
 
     # --- retrieval ------------------------------------------------------------------------
     strategy: int = 1
+    # The served search when no search profile replaces it (see sidecar/profile.py):
+    search_mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
+    fusion: Literal["rrf", "zscore", "minmax"] = "rrf"
+    fusion_weights: str = ""  # e.g. "semantic=0.7,keyword=0.3"; a leg not named weighs 1
     rrf_k: int = 60
     topic_score: Literal["best", "mean2"] = "best"
+    search_profile: Path | None = None  # default: <state_dir>/search-profile.json
     post_candidates: int = 100  # per leg, before topic aggregation (grown on demand)
     ef_search_min: int = 40
     index_kind: Literal["halfvec", "binary"] = "halfvec"
@@ -125,6 +132,12 @@ class Settings(BaseSettings):
             raise ValueError(f"not a text search configuration name: {value!r}")
         return value
 
+    @field_validator("fusion_weights")
+    @classmethod
+    def _check_weights(cls, value: str) -> str:
+        parse_weights(value)  # raises ValueError with the reason
+        return value
+
     @field_validator("forum_url")
     @classmethod
     def _strip_slash(cls, value: str) -> str:
@@ -144,6 +157,10 @@ class Settings(BaseSettings):
     def models_dir(self) -> Path:
         """Where prepared ONNX model directories live."""
         return self.state_dir / "models"
+
+    def profile_path(self) -> Path:
+        """Where the search profile written by ``sidecar tune`` is read from."""
+        return self.search_profile or self.state_dir / "search-profile.json"
 
     def embed_dir(self) -> Path:
         """Directory of the in-process embedding model."""

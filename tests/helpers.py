@@ -45,3 +45,11 @@ def write_dump(directory: Path, categories: list[Any], topics: list[Any],
     write_jsonl(directory / "topics.jsonl", topics)
     write_jsonl(directory / "posts.jsonl", posts)
     return directory
+
+
+def demo_queries() -> list[dict[str, Any]]:
+    """The demo forum's questions (sidecar/demo/queries.jsonl: text, lang, kind, expected topic)."""
+    from sidecar.bootstrap import demo_dir
+
+    path = demo_dir() / "queries.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -41,6 +41,7 @@ def health() -> ResponseReturnValue:
         "redis": "embedded" if res.urls.embedded_redis else "external",
         "pgvector": res.pgvector,
         "models": _model_info(),
+        "search": res.profile.describe(),
     })
 
 

@@ -10,7 +10,6 @@ from flask.typing import ResponseReturnValue
 from sidecar.api.context import get_metrics, get_resources, parse_body
 from sidecar.api.openapi import documented
 from sidecar.api.schemas import SearchRequest, SearchResponse
-from sidecar.search import SearchOptions
 
 bp = Blueprint("search", __name__)
 
@@ -24,12 +23,14 @@ def search() -> ResponseReturnValue:
     started = time.perf_counter()
     body = parse_body(SearchRequest)
     res = get_resources()
-    options = SearchOptions(mode=body.mode, strategy=body.strategy, topic_score=body.topic_score)
+    options = body.options()
     results, trace = res.search.search(body.query, body.limit, options)
     get_metrics().observe_trace(trace)
+    config = res.search.config(options)
     return jsonify({
         "query": res.search.check_query(body.query),
-        "mode": body.mode.value,
+        "mode": config.mode.value,
+        "config": config.describe(),
         "strategy": body.strategy or res.settings.strategy,
         "model": res.model.name,
         "results": [r.as_dict(rank) for rank, r in enumerate(results, start=1)],

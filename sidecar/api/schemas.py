@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sidecar.core.types import Mode, TopicScore
+from sidecar.core.fusion import Fusion, FusionMethod
+from sidecar.core.types import Leg, Mode, TopicScore
+from sidecar.search import SearchOptions
 
 
 class StrictRequest(BaseModel):
@@ -15,18 +17,51 @@ class StrictRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
+class FusionRequest(StrictRequest):
+    """How to fuse the legs of a hybrid search (default: the served configuration)."""
+
+    method: FusionMethod = Field(description="rrf (ranks), zscore or minmax (normalised scores).")
+    weights: dict[Leg, float] = Field(
+        default_factory=dict,
+        description="Weight per leg (>= 0; a leg not named weighs 1; 0 switches it off).")
+    rrf_k: int = Field(default=60, ge=0, le=10_000, description="RRF's k (rrf only).")
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> FusionRequest:
+        for leg, weight in self.weights.items():
+            if not 0 <= weight <= 1_000:
+                raise ValueError(f"weight of {leg.value} must be between 0 and 1000")
+        if self.weights and not any(self.weights.get(leg, 1.0) > 0 for leg in Leg):
+            raise ValueError("at least one leg needs a weight above 0")
+        return self
+
+    def to_fusion(self) -> Fusion:
+        """The core value."""
+        return Fusion(self.method, (), self.rrf_k).with_weights(
+            {leg.value: w for leg, w in self.weights.items()})
+
+
 class SearchRequest(StrictRequest):
     """`POST /v1/search`."""
 
     query: str = Field(min_length=1, description="The member's question or keywords.")
     limit: int = Field(default=10, ge=1, le=50, description="Topics to return.")
-    mode: Mode = Field(default=Mode.HYBRID, description="Which legs to run.")
+    mode: Mode | None = Field(default=None,
+                              description="Which legs to run (default: the served mode).")
+    fusion: FusionRequest | None = Field(
+        default=None, description="Fusion of a hybrid search (default: the served fusion).")
     strategy: int | None = Field(
         default=None, ge=1, le=2, description="Embedding strategy (default: the setting)."
     )
     topic_score: TopicScore | None = Field(
         default=None, description="Topic score from its posts: best post, or mean of best two."
     )
+
+    def options(self) -> SearchOptions:
+        """The search options this request asks for (None: as served)."""
+        return SearchOptions(mode=self.mode, strategy=self.strategy,
+                             topic_score=self.topic_score,
+                             fusion=self.fusion.to_fusion() if self.fusion else None)
 
 
 class PostRef(BaseModel):
@@ -68,6 +103,7 @@ class SearchResponse(BaseModel):
 
     query: str
     mode: Mode
+    config: dict[str, Any] = Field(description="What the search ran: legs, fusion, topic score.")
     strategy: int
     model: str
     results: list[SearchHit]

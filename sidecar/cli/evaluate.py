@@ -25,11 +25,14 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True,
               help="Bootstrap resamples.")
+@click.option("--query-field", default="text", show_default=True,
+              help="Field of queries.jsonl holding the query (e.g. subject: short queries).")
 @click.option("--no-png", is_flag=True, help="Skip the chart.")
 @click.option("--list-configs", is_flag=True, help="List the configurations and exit.")
 @click.pass_obj
 def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline: str, out: Path,
-             seed: int, resamples: int, no_png: bool, list_configs: bool) -> None:
+             seed: int, resamples: int, query_field: str, no_png: bool,
+             list_configs: bool) -> None:
     """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
 
     The dump is imported and embedded once into a database of its own (reused while the dump,
@@ -52,7 +55,7 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
 
     ensure_model(settings)
     doc = run_evaluation(settings, dump, config_names=configs, baseline=baseline,
-                         resamples=resamples, seed=seed,
+                         resamples=resamples, seed=seed, query_field=query_field,
                          command="sidecar eval " + " ".join(sys.argv[2:]))
     written = write_outputs(doc, out, png=not no_png)
     click.echo(to_markdown(doc))

@@ -101,11 +101,12 @@ from sidecar.cli import modelhost as _modelhost  # noqa: E402
 from sidecar.cli import models as _models  # noqa: E402
 from sidecar.cli import retrievals as _retrievals  # noqa: E402
 from sidecar.cli import run as _run  # noqa: E402
+from sidecar.cli import tune as _tune  # noqa: E402
 
 for _command in (
     _run.run, _run.prepare, _run.serve, _run.search_cmd,
     _backfill.backfill, _jobs.worker, _jobs.queues_cmd,
     _models.models, _modelhost.model_host,
-    _retrievals.retrievals, _evaluate.evaluate, _bench.bench,
+    _retrievals.retrievals, _evaluate.evaluate, _tune.tune_cmd, _bench.bench,
 ):
     main.add_command(_command)

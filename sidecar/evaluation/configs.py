@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from sidecar.core.fusion import Fusion
+from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import InvalidInput
 from sidecar.search import SearchOptions
@@ -30,7 +32,7 @@ class EvalConfig:
     mode: Mode = Mode.SEMANTIC
     topic_score: TopicScore = TopicScore.BEST
     strategy: int = 1
-    rrf_k: int = 60
+    fusion: Fusion = field(default_factory=Fusion)
     index_kind: Literal["halfvec", "binary"] = "halfvec"
     stages: tuple[str, ...] = ()
     default: bool = True  # part of the matrix when no --config is given
@@ -39,7 +41,7 @@ class EvalConfig:
     def options(self) -> SearchOptions:
         """The product's search options for this configuration."""
         return SearchOptions(mode=self.mode, strategy=self.strategy,
-                             topic_score=self.topic_score, rrf_k=self.rrf_k)
+                             topic_score=self.topic_score, fusion=self.fusion)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -47,6 +49,7 @@ class EvalConfig:
         data["mode"] = self.mode.value
         data["topic_score"] = self.topic_score.value
         data["stages"] = list(self.stages)
+        data["fusion"] = self.fusion.describe()
         return data
 
 
@@ -77,10 +80,24 @@ CATALOGUE: tuple[EvalConfig, ...] = (
        "embedded text: enriched (strategy 2)", "semantic-best", strategy=2, default=False,
        cost="embeds every post a second time (strategy 2)"),
     _c("hybrid-k20", "hybrid RRF with k=20 (rank 1 weighs more)",
-       "RRF k: 20 instead of 60", "hybrid-best", mode=Mode.HYBRID, rrf_k=20, default=False),
+       "RRF k: 20 instead of 60", "hybrid-best", mode=Mode.HYBRID, fusion=Fusion(rrf_k=20),
+       default=False),
 )
 
 BY_NAME: dict[str, EvalConfig] = {c.name: c for c in CATALOGUE}
+
+# The configuration `POST /v1/search` runs with the current settings and search profile; it is
+# known only once the evaluation's resources are up, and is compared with every single leg.
+SERVED = "served"
+
+
+def served(config: SearchConfig, source: str) -> EvalConfig:
+    """The served configuration as an evaluation configuration."""
+    described = config.describe()
+    return EvalConfig(
+        name=SERVED, description=f"what POST /v1/search serves ({source}): {described}",
+        factor=f"served configuration ({source})", parent=None, mode=config.mode,
+        topic_score=config.topic_score, fusion=config.fusion)
 
 
 @dataclass
@@ -117,6 +134,7 @@ def select(
     A default configuration whose stage cannot run (no cross-encoder) is skipped with a reason;
     one asked for by name is an error, since the user expects it.
     """
+    names = [n for n in names if n != SERVED]  # added by the caller, once it is known
     unknown = [n for n in [*names, baseline] if n not in BY_NAME]
     if unknown:
         raise InvalidInput(

@@ -90,7 +90,7 @@ def _read_qrels(path: Path, errors: list[str]) -> dict[str, dict[int, int]]:
     return out
 
 
-def _read_queries(path: Path, errors: list[str]) -> list[QueryRow]:
+def _read_queries(path: Path, errors: list[str], field: str = "text") -> list[QueryRow]:
     rows: list[QueryRow] = []
     seen: set[str] = set()
     with path.open(encoding="utf-8") as handle:
@@ -98,7 +98,11 @@ def _read_queries(path: Path, errors: list[str]) -> list[QueryRow]:
             if not text.strip():
                 continue
             try:
-                row = QueryRow.model_validate(json.loads(text))
+                data = json.loads(text)
+                if field != "text" and isinstance(data, dict):
+                    # Another field of the line is the query (e.g. a question's subject only).
+                    data["text"] = data.get(field)
+                row = QueryRow.model_validate(data)
             except (json.JSONDecodeError, ValidationError) as exc:
                 errors.append(f"{path.name}:{line}: {str(exc).splitlines()[0]}")
                 continue
@@ -110,14 +114,18 @@ def _read_queries(path: Path, errors: list[str]) -> list[QueryRow]:
     return rows
 
 
-def load_dataset(directory: Path) -> EvalDataset:
-    """Read and check queries and qrels (the forum files are checked by the importer)."""
+def load_dataset(directory: Path, query_field: str = "text") -> EvalDataset:
+    """Read and check queries and qrels (the forum files are checked by the importer).
+
+    ``query_field`` names the field of queries.jsonl that holds the query text (``text`` by
+    default; e.g. ``subject`` to evaluate short, search-box-like queries).
+    """
     needed = [*FORUM_FILES, QUERIES_FILE, QRELS_TOPIC_FILE]
     missing = [name for name in needed if not (directory / name).is_file()]
     if missing:
         raise InvalidInput(f"{directory} is not an evaluation dump: missing {', '.join(missing)}")
     errors: list[str] = []
-    rows = _read_queries(directory / QUERIES_FILE, errors)
+    rows = _read_queries(directory / QUERIES_FILE, errors, query_field)
     topic_qrels = _read_qrels(directory / QRELS_TOPIC_FILE, errors)
     post_path = directory / QRELS_POST_FILE
     post_qrels = _read_qrels(post_path, errors) if post_path.is_file() else {}

@@ -35,11 +35,13 @@ def run_evaluation(
     progress: bool = True,
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
+    query_field: str = "text",
 ) -> dict[str, Any]:
     """Evaluate the configurations on a dump; returns the result document (see report)."""
     started = time.perf_counter()
     dump = dump.resolve()
-    dataset = load_dataset(dump)  # fail on bad queries/qrels before any heavy work
+    # Fail on bad queries/qrels before any heavy work.
+    dataset = load_dataset(dump, query_field)
     # Which configurations need what is known before the state is built, except whether a
     # cross-encoder loads: select once optimistically to size the state, then for real.
     wanted = cfg.select(config_names, baseline, available_stages=STAGES)
@@ -51,6 +53,8 @@ def run_evaluation(
         stages = build_stages(res, sorted(wanted.stages))
         available = [name for name, stage in stages.items() if stage is not None]
         matrix = cfg.select(config_names, baseline, available_stages=available)
+        if not config_names or cfg.SERVED in config_names:
+            matrix.configs.append(cfg.served(res.profile.config, res.profile.source))
         if res.reranker_error:
             for name in [c.name for c in wanted.configs if c.stages]:
                 matrix.skipped.setdefault(name, f"cross-encoder failed to load: "
@@ -61,6 +65,7 @@ def run_evaluation(
                          progress=progress)
         meta = _meta(state, dataset_dir=dump, command=command, run_started=started,
                      resamples=resamples, seed=seed)
+        meta["query_field"] = query_field
         meta["queries_total"] = run.n_queries
         meta["queries_scored"] = run.n_scored
         meta["query_embed_ms"] = round(run.query_embed_ms, 2)
@@ -91,6 +96,7 @@ def _meta(state: EvalState, *, dataset_dir: Path, command: str, run_started: flo
         "settings": {"post_candidates": s.post_candidates, "ef_search_min": s.ef_search_min,
                      "rrf_k": s.rrf_k, "binary_overfetch": s.binary_overfetch,
                      "rerank_candidates_min": s.rerank_candidates_min},
+        "service_config": res.profile.describe(),
         "forum": counts,
         "state": {"reused": state.reused, "timings": {k: round(v, 2)
                                                       for k, v in state.timings.items()},

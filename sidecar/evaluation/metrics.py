@@ -128,12 +128,14 @@ def paired_bootstrap_ci(
     resamples: int = 10_000,
     confidence: float = 0.95,
     seed: int = 0,
+    weights: Sequence[float] | None = None,
 ) -> tuple[float, float, float]:
     """(mean difference, low, high): percentile bootstrap CI of the mean paired difference.
 
     Queries are resampled with replacement ``resamples`` times (the same resample for both
     systems, hence *paired*); the interval is the central ``confidence`` share of the resampled
-    means. Deterministic for a given seed.
+    means. With ``weights`` the means are weighted (e.g. inverse propensities of clicks).
+    Deterministic for a given seed.
     """
     if len(system) != len(baseline):
         raise ValueError("both systems must be scored on the same queries")
@@ -144,6 +146,10 @@ def paired_bootstrap_ci(
     diffs = np.asarray(system, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
     if diffs.size == 0:
         return 0.0, 0.0, 0.0
+    w = (np.ones_like(diffs) if weights is None
+         else np.asarray(weights, dtype=np.float64))
+    if w.shape != diffs.shape or (w < 0).any() or w.sum() <= 0:
+        raise ValueError("weights must be one non-negative number per query, not all 0")
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=np.float64)
     # In chunks: 10,000 x n indices at once would be fine for n ~ 100, but not for n ~ 100,000.
@@ -151,10 +157,16 @@ def paired_bootstrap_ci(
     for start in range(0, resamples, chunk):
         stop = min(resamples, start + chunk)
         idx = rng.integers(0, diffs.size, size=(stop - start, diffs.size))
-        means[start:stop] = diffs[idx].mean(axis=1)
+        if weights is None:
+            means[start:stop] = diffs[idx].mean(axis=1)
+        else:
+            picked = w[idx]
+            means[start:stop] = (diffs[idx] * picked).sum(axis=1) / np.maximum(
+                picked.sum(axis=1), 1e-300)
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(diffs.mean()), float(low), float(high)
+    mean_diff = diffs.mean() if weights is None else (diffs * w).sum() / w.sum()
+    return float(mean_diff), float(low), float(high)
 
 
 def compare(
@@ -164,11 +176,12 @@ def compare(
     resamples: int = 10_000,
     confidence: float = 0.95,
     seed: int = 0,
+    weights: Sequence[float] | None = None,
 ) -> PairedComparison:
-    """Wins, losses and the paired bootstrap CI of the mean difference, in one record."""
+    """Wins, losses and the paired bootstrap CI of the (weighted) mean difference."""
     wins, losses, ties = wins_losses(system, baseline)
     diff, low, high = paired_bootstrap_ci(system, baseline, resamples=resamples,
-                                          confidence=confidence, seed=seed)
+                                          confidence=confidence, seed=seed, weights=weights)
     return PairedComparison(n=len(system), wins=wins, losses=losses, ties=ties, mean_diff=diff,
                             ci_low=low, ci_high=high, confidence=confidence,
                             resamples=resamples, seed=seed)

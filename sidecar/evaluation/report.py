@@ -117,6 +117,18 @@ def to_markdown(doc: dict[str, Any]) -> str:
                 f"| {c['config']} | {c['reference']} | {configs[c['config']]['factor']} | "
                 f"{_diff(c['metrics']['mrr@10'])} | {_diff(c['metrics']['ndcg@10'])} | "
                 f"{_diff(c['metrics']['map_b'])} | {c['wins']}/{c['losses']}/{c['ties']} |")
+    served = [c for c in doc["comparisons"] if c["config"] == "served"
+              and c["kind"] in ("baseline", "served")]
+    if served:
+        config = doc["meta"].get("service_config", {})
+        lines += ["", f"Served configuration ({config.get('source', '?')}): "
+                      f"`{config.get('served')}`", "",
+                  "| Served vs | ΔMRR@10 [95% CI] | ΔHit@5 [95% CI] | ΔnDCG@10 [95% CI] | W/L/T |",
+                  "|---|---|---|---|---|"]
+        for c in served:
+            lines.append(f"| {c['reference']} | {_diff(c['metrics']['mrr@10'])} | "
+                         f"{_diff(c['metrics']['hit@5'])} | {_diff(c['metrics']['ndcg@10'])} | "
+                         f"{c['wins']}/{c['losses']}/{c['ties']} |")
     lines += ["", "`*`: the 95% CI excludes 0. W/L/T: queries where the configuration's "
               "reciprocal rank (at 10) is higher / lower / equal."]
     if doc["skipped"]:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from sidecar.core.types import TopicHit
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 from sidecar.evaluation import metrics as m
-from sidecar.evaluation.configs import EvalConfig, Matrix
+from sidecar.evaluation.configs import SERVED, EvalConfig, Matrix
 from sidecar.evaluation.dataset import EvalDataset, EvalQuery
 from sidecar.evaluation.query_cache import CachedQueryEmbedder
 from sidecar.evaluation.stages import TopicStage
@@ -84,7 +84,7 @@ class Comparison:
 
     config: str
     reference: str
-    kind: Literal["baseline", "parent"]
+    kind: Literal["baseline", "parent", "served"]
     rr: m.PairedComparison  # wins/losses on reciprocal rank (cut at 10)
     diffs: dict[str, m.PairedComparison]  # metric -> paired bootstrap of the mean difference
 
@@ -236,6 +236,8 @@ def aggregate(queries: Sequence[QueryResult], has_posts: bool) -> dict[str, floa
 
 
 COMPARED: tuple[str, ...] = ("mrr@10", "ndcg@10", "hit@5", "map_b")
+# The served configuration is also compared with these (besides the baseline).
+SERVED_REFERENCES: tuple[str, ...] = ("semantic-best", "keyword-best", "hybrid-best")
 
 
 def compare_configs(
@@ -248,7 +250,7 @@ def compare_configs(
     out: list[Comparison] = []
 
     def against(result: ConfigResult, other: ConfigResult,
-                kind: Literal["baseline", "parent"]) -> Comparison:
+                kind: Literal["baseline", "parent", "served"]) -> Comparison:
         ids = [q.query_id for q in result.queries]
         if ids != [q.query_id for q in other.queries]:
             raise ValueError("configurations were run on different queries")
@@ -265,6 +267,12 @@ def compare_configs(
         parent = result.config.parent
         if parent and parent != baseline and parent in by_name:
             out.append(against(result, by_name[parent], "parent"))
+    served = by_name.get(SERVED)
+    if served is not None:
+        # What is served against each single leg (and today's hybrid), whatever the baseline.
+        for name in SERVED_REFERENCES:
+            if name in by_name and name != baseline:
+                out.append(against(served, by_name[name], "served"))
     return out
 
 

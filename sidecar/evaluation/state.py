@@ -131,6 +131,8 @@ def eval_settings(settings: Settings, database_url: str) -> Settings:
         # Pinned before state_dir moves: the models stay where the operator prepared them.
         "embed_model_path": settings.embed_dir(),
         "rerank_model_path": settings.rerank_dir(),
+        # ... and so does the search profile: the evaluation measures what the forum serves.
+        "search_profile": settings.profile_path(),
         "load_demo": False,
     })
 

@@ -19,7 +19,6 @@ from tests.answer.ollama_server import OllamaServer
 from tests.conftest import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
-QUERIES = json.loads((DATA / "demo_queries.json").read_text())
 PROBES = json.loads((DATA / "demo_private_probes.json").read_text())
 STAGES = ["gate", "condense", "embed", "semantic", "keyword", "fuse", "aggregate", "rerank",
           "zone", "evidence"]

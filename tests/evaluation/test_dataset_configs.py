@@ -61,7 +61,7 @@ def test_digests_separate_the_forum_from_the_judgements(eval_dump: Path) -> None
     assert forum_digest(eval_dump) != forum
 
 
-FACTORS = ("mode", "topic_score", "strategy", "rrf_k", "index_kind", "stages")
+FACTORS = ("mode", "topic_score", "strategy", "fusion", "index_kind", "stages")
 
 
 def test_each_configuration_changes_exactly_one_factor_of_its_parent() -> None:

@@ -9,8 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.helpers import demo_queries
+
 DATA = Path(__file__).resolve().parents[1] / "data"
-QUERIES = json.loads((DATA / "demo_queries.json").read_text())
+QUERIES = demo_queries()
 PROBES = json.loads((DATA / "demo_private_probes.json").read_text())
 
 
@@ -105,7 +107,7 @@ def test_demo_questions_find_their_topic_in_the_top_3(
     client: Any, auth: dict[str, str], q: dict[str, Any]
 ) -> None:
     for mode in expected_modes(q):
-        assert q["expected_topic_id"] in _top3(client, auth, q["query"], mode), (mode, q)
+        assert q["expected_topic_id"] in _top3(client, auth, q["text"], mode), (mode, q)
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])

@@ -1,0 +1,60 @@
+"""`sidecar tune`: choose the served search configuration by cross-validation on judgements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from sidecar.bootstrap import ensure_model
+from sidecar.profile import write_profile
+from sidecar.settings import Settings
+from sidecar.tuning.judgements import SOURCES
+from sidecar.tuning.render import to_markdown
+from sidecar.tuning.session import run_tune
+from sidecar.tuning.tune import MIN_QUERIES
+
+
+@click.command("tune")
+@click.option("--dump", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Tune on an evaluation dump (forum + qrels) instead of the served forum.")
+@click.option("--source", "sources", multiple=True, type=click.Choice(SOURCES),
+              help="Judgements to use (repeatable; default: all the forum has).")
+@click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
+@click.option("--min-queries", type=click.IntRange(min=2), default=MIN_QUERIES,
+              show_default=True, help="Refuse to tune on fewer judged queries.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("tune-results"),
+              show_default=True, help="Folder for tune.json and tune.md.")
+@click.option("--query-field", default="text", show_default=True,
+              help="With --dump: the field of queries.jsonl holding the query.")
+@click.option("--dry-run", is_flag=True, help="Report only; do not write the search profile.")
+@click.pass_obj
+def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], folds: int,
+             seed: int, resamples: int, min_queries: int, out: Path, query_field: str,
+             dry_run: bool) -> None:
+    """Cross-validate fusion x weights x topic score on judged queries; write the profile.
+
+    Judgements: qrels of --dump, moderators' "should have answered" labels, and Discourse's
+    search_logs (clicks weighted by inverse propensity). The report holds held-out figures only.
+    The profile goes to SIDECAR_SEARCH_PROFILE (default <state dir>/search-profile.json); the
+    API reads it at start-up (restart or reload it to apply).
+    """
+    ensure_model(settings)
+    doc, profile = run_tune(settings, dump=dump, sources=sources or SOURCES, folds=folds,
+                            seed=seed, resamples=resamples, min_queries=min_queries,
+                            query_field=query_field)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tune.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    text = to_markdown(doc)
+    (out / "tune.md").write_text(text)
+    click.echo(text)
+    if dry_run:
+        click.echo("dry run: no search profile written")
+        return
+    path = settings.profile_path()
+    digest = write_profile(path, profile)
+    click.echo(f"search profile written: {path} (sha256 {digest[:12]}); restart or reload the "
+               "API to serve it")

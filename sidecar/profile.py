@@ -1,0 +1,165 @@
+"""The search profile: the served search configuration that ``sidecar tune`` chose for a forum.
+
+A JSON file (``SIDECAR_SEARCH_PROFILE``, default ``<state_dir>/search-profile.json``) read once at
+start-up, like the environment file: every API node of a forum carries the same file (deploy it
+with the environment file; ``/v1/health`` shows its digest so nodes can be compared). Without a
+file the settings decide. A profile tuned with another embedding model is not applied (weights
+tuned for one model's scores say nothing about another's) and ``/v1/health`` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sidecar.core.fusion import Fusion, FusionMethod, parse_weights
+from sidecar.core.searchconfig import SearchConfig
+from sidecar.core.types import Mode, TopicScore
+from sidecar.errors import ConfigurationError
+from sidecar.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PROFILE_FORMAT = 1
+
+
+class FusionModel(BaseModel):
+    """JSON form of :class:`Fusion`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    method: FusionMethod = FusionMethod.RRF
+    weights: dict[str, float] = Field(default_factory=dict)
+    rrf_k: int = Field(default=60, ge=0, le=10_000)
+
+    def to_fusion(self) -> Fusion:
+        """The core value."""
+        for leg, weight in self.weights.items():
+            if weight < 0:
+                raise ValueError(f"weight of {leg} must be >= 0")
+        return Fusion(self.method, tuple(sorted(self.weights.items())), self.rrf_k)
+
+    @classmethod
+    def of(cls, fusion: Fusion) -> FusionModel:
+        """From the core value."""
+        return cls(method=fusion.method, weights=dict(fusion.weights), rrf_k=fusion.rrf_k)
+
+
+class ServedModel(BaseModel):
+    """JSON form of :class:`SearchConfig`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Mode = Mode.HYBRID
+    fusion: FusionModel = Field(default_factory=FusionModel)
+    topic_score: TopicScore = TopicScore.BEST
+
+    def to_config(self) -> SearchConfig:
+        """The core value."""
+        return SearchConfig(mode=self.mode, fusion=self.fusion.to_fusion(),
+                            topic_score=self.topic_score)
+
+    @classmethod
+    def of(cls, config: SearchConfig) -> ServedModel:
+        """From the core value."""
+        return cls(mode=config.mode, fusion=FusionModel.of(config.fusion),
+                   topic_score=config.topic_score)
+
+
+class SearchProfile(BaseModel):
+    """The file ``sidecar tune`` writes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal[1] = PROFILE_FORMAT
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(
+        timespec="seconds"))
+    model: str = Field(description="Embedding model the profile was tuned with.")
+    strategy: int = 1
+    served: ServedModel
+    tuning: dict[str, Any] = Field(default_factory=dict,
+                                   description="How it was chosen: judgements, folds, "
+                                               "held-out scores with CIs.")
+
+
+@dataclass(frozen=True)
+class ProfileState:
+    """What the running sidecar serves and why (shown by /v1/health)."""
+
+    config: SearchConfig
+    source: Literal["profile", "settings"]
+    path: Path
+    digest: str | None = None
+    note: str | None = None
+    profile: SearchProfile | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """JSON form (without the file's path: /v1/health answers without a key)."""
+        out: dict[str, Any] = {"source": self.source, "served": self.config.describe()}
+        if self.digest:
+            out["digest"] = self.digest
+        if self.profile is not None:
+            out["created_at"] = self.profile.created_at
+            out["tuned_with"] = {"model": self.profile.model, "strategy": self.profile.strategy}
+            held_out = self.profile.tuning.get("held_out")
+            if held_out:
+                out["held_out"] = held_out
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def settings_config(settings: Settings) -> SearchConfig:
+    """The served configuration the settings describe (no profile)."""
+    fusion = Fusion(FusionMethod(settings.fusion), (), settings.rrf_k)
+    return SearchConfig(mode=Mode(settings.search_mode),
+                        fusion=fusion.with_weights(parse_weights(settings.fusion_weights)),
+                        topic_score=TopicScore(settings.topic_score))
+
+
+def read_profile(path: Path) -> tuple[SearchProfile, str]:
+    """Parse a profile file; returns it with the sha256 of its bytes."""
+    data = path.read_bytes()
+    try:
+        profile = SearchProfile.model_validate(json.loads(data))
+        profile.served.to_config()  # weights checked here
+    except (json.JSONDecodeError, ValidationError, ValueError) as exc:
+        first = str(exc).splitlines()[0]
+        raise ConfigurationError(f"search profile {path} is not valid: {first}") from exc
+    return profile, hashlib.sha256(data).hexdigest()
+
+
+def write_profile(path: Path, profile: SearchProfile) -> str:
+    """Write a profile atomically (a reader never sees half a file); returns its digest."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = profile.model_dump_json(indent=2) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_served(settings: Settings, model_name: str) -> ProfileState:
+    """The configuration to serve: the profile when present and tuned for this model."""
+    path = settings.profile_path()
+    base = settings_config(settings)
+    if not path.is_file():
+        return ProfileState(config=base, source="settings", path=path,
+                            note="no search profile: run `sidecar tune` to choose one")
+    profile, digest = read_profile(path)
+    if (profile.model, profile.strategy) != (model_name, settings.strategy):
+        note = (f"profile tuned with model {profile.model!r} strategy {profile.strategy}, this "
+                f"sidecar searches {model_name!r} strategy {settings.strategy}: not applied; "
+                "run `sidecar tune` again")
+        log.warning("search profile %s: %s", path, note)
+        return ProfileState(config=base, source="settings", path=path, digest=digest,
+                            note=note, profile=profile)
+    return ProfileState(config=profile.served.to_config(), source="profile", path=path,
+                        digest=digest, profile=profile)

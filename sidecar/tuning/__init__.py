@@ -1,0 +1,1 @@
+"""`sidecar tune`: the served search configuration chosen by cross-validation on judgements."""

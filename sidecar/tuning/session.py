@@ -1,0 +1,103 @@
+"""Where `sidecar tune` gets its forum and judgements, and what it writes.
+
+- ``--dump DIR``: an evaluation dump (forum + qrels), imported and embedded once into a database
+  of its own exactly as `sidecar eval` does (the same state is reused by both);
+- otherwise the forum the sidecar serves, with the judgements it already holds: moderators'
+  labels and Discourse's search log.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from models.protocols import Embedder
+from sidecar.db.judgements_read import click_judgements, label_judgements
+from sidecar.evaluation.dataset import judgements_digest, load_dataset
+from sidecar.evaluation.query_cache import CachedQueryEmbedder
+from sidecar.evaluation.state import prepare_state
+from sidecar.profile import SearchProfile, settings_config
+from sidecar.resources import Resources, start_resources
+from sidecar.search import SearchService
+from sidecar.settings import Settings
+from sidecar.tuning import judgements as jm
+from sidecar.tuning.scoring import LegCache, keyword_rank, score_table
+from sidecar.tuning.space import candidates as candidate_space
+from sidecar.tuning.tune import (
+    MIN_QUERIES,
+    check_enough,
+    profile_of,
+    reference_candidates,
+    report,
+    tune,
+)
+
+log = logging.getLogger(__name__)
+
+
+def forum_judgements(res: Resources, sources: Sequence[str]) -> list[jm.Judged]:
+    """Moderator labels and search-log clicks of the served forum (those asked for)."""
+    out: list[jm.Judged] = []
+    with res.db.connection() as conn:
+        if "labels" in sources:
+            out += jm.from_labels(label_judgements(conn))
+        if "search_log" in sources:
+            out += jm.from_clicks(click_judgements(conn))
+    return out
+
+
+def leg_cache(res: Resources) -> LegCache:
+    """The product's search over these resources, with query vectors cached."""
+    service = SearchService(res.db, CachedQueryEmbedder(res.embedder), res.model, res.settings,
+                            iterative_scan=res.search.iterative_scan)
+    return LegCache(service=service, strategy=res.settings.strategy)
+
+
+def run_tune(
+    settings: Settings, *, dump: Path | None, sources: Sequence[str] = jm.SOURCES,
+    folds: int = 5, seed: int = 0, resamples: int = 10_000, min_queries: int = MIN_QUERIES,
+    query_field: str = "text", progress: bool = True, embedder: Embedder | None = None,
+) -> tuple[dict[str, Any], SearchProfile]:
+    """Tune on a dump or on the served forum; returns the report and the profile to serve.
+
+    ``embedder`` replaces the configured model (tests pass the one they already loaded).
+    """
+    started = time.perf_counter()
+    meta: dict[str, Any] = {"command": "sidecar tune " + " ".join(sys.argv[2:]),
+                            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                            "folds": folds, "seed": seed, "resamples": resamples,
+                            "min_queries": min_queries, "sources": list(sources)}
+    if dump is not None:
+        dataset = load_dataset(dump.resolve(), query_field)
+        state = prepare_state(settings, dump.resolve(), strategies=(settings.strategy,),
+                              index_kinds=(settings.index_kind,), progress=progress,
+                              embedder=embedder)
+        res = state.resources
+        meta.update(dump=str(dump), database=state.database, query_field=query_field,
+                    judgements_digest=judgements_digest(dump.resolve()))
+        queries = jm.from_dataset(dataset) if "qrels" in sources else []
+        queries += forum_judgements(res, [s for s in sources if s != "qrels"])
+    else:
+        res = start_resources(settings, embedder=embedder)
+        meta.update(forum="served")
+        queries = forum_judgements(res, sources)
+    try:
+        meta["model"] = res.model.name
+        meta["strategy"] = settings.strategy
+        check_enough(queries, min_queries)
+        cache = leg_cache(res)
+        queries = jm.with_propensity(queries, lambda q, t: keyword_rank(cache, q, t))
+        space = candidate_space()
+        references = reference_candidates(settings_config(settings), space)
+        table = score_table(cache, space, queries, progress=progress)
+        result = tune(table, references, folds=folds, seed=seed, resamples=resamples)
+        meta["duration_s"] = round(time.perf_counter() - started, 1)
+        doc = report(result, meta=meta)
+        return doc, profile_of(result, doc, model=res.model.name, strategy=settings.strategy)
+    finally:
+        res.close()
