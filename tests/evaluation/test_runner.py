@@ -21,7 +21,8 @@ from sidecar.evaluation.state import StateNotReady, prepare_state
 from sidecar.search import SearchOptions
 from tests.evaluation.conftest import PRIVATE_TOPIC, QUERIES, write_eval_dump
 
-DEFAULT_NAMES = [c.name for c in CATALOGUE if c.default and not c.stages]
+# The catalogue's default configurations, then what POST /v1/search serves.
+DEFAULT_NAMES = [c.name for c in CATALOGUE if c.default and not c.stages] + ["served"]
 
 
 @pytest.fixture
@@ -35,7 +36,13 @@ def test_runs_the_default_matrix_and_skips_rerank_without_a_cross_encoder(
     doc: dict[str, Any]
 ) -> None:
     names = [c["name"] for c in doc["configs"]]
-    assert names == DEFAULT_NAMES  # the baseline first, then the catalogue order
+    assert names == DEFAULT_NAMES  # the baseline first, then the catalogue order, then served
+    # Without a search profile, the settings decide what is served (today's hybrid RRF).
+    assert meta_served(doc) == {"source": "settings", "served": {
+        "mode": "hybrid", "legs": ["semantic", "keyword"], "topic_score": "best",
+        "fusion": {"method": "rrf", "weights": {}, "rrf_k": 60}}}
+    served_vs = {c["reference"] for c in doc["comparisons"] if c["config"] == "served"}
+    assert served_vs == {"semantic-best", "keyword-best", "hybrid-best"}
     assert set(doc["skipped"]) == {"semantic-best-rerank", "hybrid-best-rerank"}
     assert all("cross-encoder" in reason for reason in doc["skipped"].values())
     meta = doc["meta"]
@@ -44,6 +51,11 @@ def test_runs_the_default_matrix_and_skips_rerank_without_a_cross_encoder(
     assert meta["state"]["reused"] is False
     assert meta["forum"]["topics"] == 9
     assert all(len(doc["per_query"][n]) == 4 for n in names)
+
+
+def meta_served(doc: dict[str, Any]) -> dict[str, Any]:
+    """The served configuration named in the result's meta (without the free-text note)."""
+    return {k: v for k, v in doc["meta"]["service_config"].items() if k in ("source", "served")}
 
 
 def test_per_query_scores_follow_from_the_rankings(doc: dict[str, Any]) -> None:
