@@ -142,10 +142,27 @@ class SearchService:
         """Posts asked of each leg on the first try for ``n_topics`` topics."""
         return max(self.settings.post_candidates, n_topics * 5)
 
+    def check_details(self, details: str | None) -> str | None:
+        """Normalize a question's details; refuse over-long ones (None or blank: none)."""
+        if details is None:
+            return None
+        details = " ".join(details.split())
+        if len(details) > self.settings.max_details_chars:
+            raise InvalidInput(
+                f"details are {len(details)} characters long; the limit is "
+                f"{self.settings.max_details_chars}"
+            )
+        return details or None
+
     def find_topics(
-        self, query: str, n_topics: int, options: SearchOptions, trace: Trace | None = None
+        self, query: str, n_topics: int, options: SearchOptions, trace: Trace | None = None,
+        *, details: str | None = None,
     ) -> SearchOutcome:
         """The best ``n_topics`` topics (or fewer if the forum has fewer matches).
+
+        ``details`` is the rest of a question whose title or gist is ``query`` (the body of a
+        topic being written, say): the semantic leg reads both, the keyword leg matches the
+        query's words only, since a long body's incidental words would match everything.
 
         Each leg is asked for more posts than topics, because one topic may hold many matching
         posts; when aggregation leaves fewer topics than asked while a leg was cut off, the legs
@@ -153,14 +170,18 @@ class SearchService:
         """
         trace = trace or Trace()
         query = self.check_query(query)
+        details = self.check_details(details)
         strategy = options.strategy or self.settings.strategy
         config = self.config(options)
         legs = config.legs()
         vector = None
         if Leg.SEMANTIC in legs:
             with trace.step("embed") as detail:
-                vector = self.embedder.embed([query], kind="query")[0]
+                text = f"{query} {details}" if details else query
+                vector = self.embedder.embed([text], kind="query")[0]
                 detail.update(model=self.model.name, provider=self.embedder.provider)
+                if details:
+                    detail["details_chars"] = len(details)
         else:
             trace.skip("embed", f"{config.mode.value} mode")
         post_k = self.first_post_k(n_topics)
@@ -242,9 +263,9 @@ class SearchService:
         return results
 
     def search(
-        self, query: str, limit: int, options: SearchOptions
+        self, query: str, limit: int, options: SearchOptions, *, details: str | None = None
     ) -> tuple[list[TopicResult], Trace]:
         """`POST /v1/search`: the best ``limit`` topics with post-level links."""
         trace = Trace()
-        outcome = self.find_topics(query, limit + 5, options, trace)
+        outcome = self.find_topics(query, limit + 5, options, trace, details=details)
         return self.hydrate(query, outcome.topics, limit, trace), trace

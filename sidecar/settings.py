@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     forum_url: str = ""  # prefix of post-level links, e.g. https://forum.example.org
     forum_locale: Literal["en", "fr"] = "en"
     max_query_chars: int = 2000
+    max_details_chars: int = 20_000  # a question's details (e.g. a new topic's body)
     max_request_bytes: int = 256 * 1024
     workers: int = 2
     threads: int = 4

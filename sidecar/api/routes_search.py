@@ -24,7 +24,7 @@ def search() -> ResponseReturnValue:
     body = parse_body(SearchRequest)
     res = get_resources()
     options = body.options()
-    results, trace = res.search.search(body.query, body.limit, options)
+    results, trace = res.search.search(body.query, body.limit, options, details=body.details)
     get_metrics().observe_trace(trace)
     config = res.search.config(options)
     return jsonify({

@@ -44,7 +44,13 @@ class FusionRequest(StrictRequest):
 class SearchRequest(StrictRequest):
     """`POST /v1/search`."""
 
-    query: str = Field(min_length=1, description="The member's question or keywords.")
+    query: str = Field(min_length=1, description="The member's question or keywords (for a "
+                       "question with details: its title or gist).")
+    details: str | None = Field(
+        default=None, max_length=100_000,
+        description="The rest of the question, e.g. the body of a topic being written whose "
+                    "title is `query`: the semantic leg reads query and details, the keyword "
+                    "leg matches the query's words only (SIDECAR_MAX_DETAILS_CHARS).")
     limit: int = Field(default=10, ge=1, le=50, description="Topics to return.")
     mode: Mode | None = Field(default=None,
                               description="Which legs to run (default: the served mode).")

@@ -25,13 +25,15 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True,
               help="Bootstrap resamples.")
-@click.option("--query-field", default="text", show_default=True,
-              help="Field of queries.jsonl holding the query (e.g. subject: short queries).")
+@click.option("--query", "query_fields", default="text", show_default=True,
+              metavar="FIELD[+DETAILS]",
+              help="Field of queries.jsonl holding the query, optionally + the field holding "
+                   "its details (subject+body: title as the query, body as its details).")
 @click.option("--no-png", is_flag=True, help="Skip the chart.")
 @click.option("--list-configs", is_flag=True, help="List the configurations and exit.")
 @click.pass_obj
 def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline: str, out: Path,
-             seed: int, resamples: int, query_field: str, no_png: bool,
+             seed: int, resamples: int, query_fields: str, no_png: bool,
              list_configs: bool) -> None:
     """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
 
@@ -55,7 +57,7 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
 
     ensure_model(settings)
     doc = run_evaluation(settings, dump, config_names=configs, baseline=baseline,
-                         resamples=resamples, seed=seed, query_field=query_field,
+                         resamples=resamples, seed=seed, query_fields=query_fields,
                          command="sidecar eval " + " ".join(sys.argv[2:]))
     written = write_outputs(doc, out, png=not no_png)
     click.echo(to_markdown(doc))

@@ -27,13 +27,16 @@ from sidecar.tuning.tune import MIN_QUERIES
 @click.option("--min-queries", type=click.IntRange(min=2), default=MIN_QUERIES,
               show_default=True, help="Refuse to tune on fewer judged queries.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("tune-results"),
-              show_default=True, help="Folder for tune.json and tune.md.")
-@click.option("--query-field", default="text", show_default=True,
-              help="With --dump: the field of queries.jsonl holding the query.")
+              show_default=True,
+              help="Folder for tune.json, tune.md and scores.npz (every per-query score).")
+@click.option("--query", "query_fields", default="text", show_default=True,
+              metavar="FIELD[+DETAILS]",
+              help="With --dump: the field of queries.jsonl holding the query, optionally + "
+                   "the field holding its details (as `sidecar eval --query`).")
 @click.option("--dry-run", is_flag=True, help="Report only; do not write the search profile.")
 @click.pass_obj
 def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], folds: int,
-             seed: int, resamples: int, min_queries: int, out: Path, query_field: str,
+             seed: int, resamples: int, min_queries: int, out: Path, query_fields: str,
              dry_run: bool) -> None:
     """Cross-validate fusion x weights x topic score on judged queries; write the profile.
 
@@ -45,7 +48,7 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     ensure_model(settings)
     doc, profile = run_tune(settings, dump=dump, sources=sources or SOURCES, folds=folds,
                             seed=seed, resamples=resamples, min_queries=min_queries,
-                            query_field=query_field)
+                            query_fields=query_fields, scores_out=out / "scores.npz")
     out.mkdir(parents=True, exist_ok=True)
     (out / "tune.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     text = to_markdown(doc)

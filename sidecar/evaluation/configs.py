@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from sidecar.core.fusion import Fusion
+from sidecar.core.fusion import Fusion, FusionMethod
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import InvalidInput
@@ -64,6 +64,15 @@ CATALOGUE: tuple[EvalConfig, ...] = (
        "legs: keyword instead of semantic", "semantic-best", mode=Mode.KEYWORD),
     _c("hybrid-best", "semantic + keyword legs fused by RRF (k=60), topic = best post",
        "legs: semantic + keyword (RRF)", "semantic-best", mode=Mode.HYBRID),
+    _c("hybrid-wrrf", "hybrid RRF (k=60) weighted 0.7 semantic / 0.3 keyword",
+       "fusion: weighted RRF (semantic 0.7, keyword 0.3)", "hybrid-best", mode=Mode.HYBRID,
+       fusion=Fusion().with_weights({"semantic": 0.7, "keyword": 0.3})),
+    _c("hybrid-zscore", "hybrid, legs' scores standardised per query and summed (equal weights)",
+       "fusion: z-score score fusion instead of RRF", "hybrid-best", mode=Mode.HYBRID,
+       fusion=Fusion(FusionMethod.ZSCORE)),
+    _c("hybrid-minmax", "hybrid, legs' scores scaled to [0, 1] per query and summed (equal "
+       "weights)", "fusion: min-max score fusion instead of RRF", "hybrid-best",
+       mode=Mode.HYBRID, fusion=Fusion(FusionMethod.MINMAX)),
     _c("semantic-mean2", "bi-encoder only, topic = mean of its best two posts",
        "topic score: mean of best two", "semantic-best", topic_score=TopicScore.MEAN2),
     _c("hybrid-mean2", "hybrid RRF, topic = mean of its best two posts",

@@ -32,6 +32,7 @@ class QueryRow(BaseModel):
 
     id: str = Field(min_length=1)
     text: str = Field(min_length=1)
+    details: str | None = None
     split: str | None = None
 
 
@@ -43,6 +44,7 @@ class EvalQuery:
     text: str
     split: str | None
     topics: Mapping[int, int]  # topic id -> grade (only judged topics)
+    details: str | None = None  # the rest of the question, when text is its title
     posts: Mapping[int, int] = field(default_factory=dict)  # post id -> grade
 
     def has_relevant_topic(self, min_grade: int = 1) -> bool:
@@ -90,7 +92,16 @@ def _read_qrels(path: Path, errors: list[str]) -> dict[str, dict[int, int]]:
     return out
 
 
-def _read_queries(path: Path, errors: list[str], field: str = "text") -> list[QueryRow]:
+def parse_query_fields(spec: str) -> tuple[str, str | None]:
+    """``"text"`` -> ("text", None); ``"subject+body"`` -> ("subject", "body")."""
+    query, sep, details = spec.partition("+")
+    if not query.strip() or (sep and not details.strip()):
+        raise InvalidInput(f"--query: expected FIELD or FIELD+DETAILS_FIELD, got {spec!r}")
+    return query.strip(), (details.strip() or None)
+
+
+def _read_queries(path: Path, errors: list[str], spec: str = "text") -> list[QueryRow]:
+    field, details_field = parse_query_fields(spec)
     rows: list[QueryRow] = []
     seen: set[str] = set()
     with path.open(encoding="utf-8") as handle:
@@ -99,9 +110,11 @@ def _read_queries(path: Path, errors: list[str], field: str = "text") -> list[Qu
                 continue
             try:
                 data = json.loads(text)
-                if field != "text" and isinstance(data, dict):
-                    # Another field of the line is the query (e.g. a question's subject only).
+                if isinstance(data, dict):
+                    # Other fields of the line may be the query (e.g. a question's subject) and
+                    # its details (the question's body).
                     data["text"] = data.get(field)
+                    data["details"] = data.get(details_field) if details_field else None
                 row = QueryRow.model_validate(data)
             except (json.JSONDecodeError, ValidationError) as exc:
                 errors.append(f"{path.name}:{line}: {str(exc).splitlines()[0]}")
@@ -114,18 +127,19 @@ def _read_queries(path: Path, errors: list[str], field: str = "text") -> list[Qu
     return rows
 
 
-def load_dataset(directory: Path, query_field: str = "text") -> EvalDataset:
+def load_dataset(directory: Path, query_fields: str = "text") -> EvalDataset:
     """Read and check queries and qrels (the forum files are checked by the importer).
 
-    ``query_field`` names the field of queries.jsonl that holds the query text (``text`` by
-    default; e.g. ``subject`` to evaluate short, search-box-like queries).
+    ``query_fields`` names the field of queries.jsonl that holds the query (``text`` by
+    default; e.g. ``subject`` for short, search-box-like queries), optionally ``+`` the field
+    holding its details (``subject+body``: the question as a topic has it, a title and a body).
     """
     needed = [*FORUM_FILES, QUERIES_FILE, QRELS_TOPIC_FILE]
     missing = [name for name in needed if not (directory / name).is_file()]
     if missing:
         raise InvalidInput(f"{directory} is not an evaluation dump: missing {', '.join(missing)}")
     errors: list[str] = []
-    rows = _read_queries(directory / QUERIES_FILE, errors, query_field)
+    rows = _read_queries(directory / QUERIES_FILE, errors, query_fields)
     topic_qrels = _read_qrels(directory / QRELS_TOPIC_FILE, errors)
     post_path = directory / QRELS_POST_FILE
     post_qrels = _read_qrels(post_path, errors) if post_path.is_file() else {}
@@ -142,7 +156,7 @@ def load_dataset(directory: Path, query_field: str = "text") -> EvalDataset:
                            details=errors)
     queries = tuple(
         EvalQuery(id=r.id, text=r.text, split=r.split, topics=topic_qrels.get(r.id, {}),
-                  posts=post_qrels.get(r.id, {}))
+                  posts=post_qrels.get(r.id, {}), details=r.details)
         for r in rows
     )
     if not any(q.has_relevant_topic() for q in queries):

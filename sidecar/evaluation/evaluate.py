@@ -35,13 +35,13 @@ def run_evaluation(
     progress: bool = True,
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
-    query_field: str = "text",
+    query_fields: str = "text",
 ) -> dict[str, Any]:
     """Evaluate the configurations on a dump; returns the result document (see report)."""
     started = time.perf_counter()
     dump = dump.resolve()
     # Fail on bad queries/qrels before any heavy work.
-    dataset = load_dataset(dump, query_field)
+    dataset = load_dataset(dump, query_fields)
     # Which configurations need what is known before the state is built, except whether a
     # cross-encoder loads: select once optimistically to size the state, then for real.
     wanted = cfg.select(config_names, baseline, available_stages=STAGES)
@@ -65,7 +65,7 @@ def run_evaluation(
                          progress=progress)
         meta = _meta(state, dataset_dir=dump, command=command, run_started=started,
                      resamples=resamples, seed=seed)
-        meta["query_field"] = query_field
+        meta["query_fields"] = query_fields
         meta["queries_total"] = run.n_queries
         meta["queries_scored"] = run.n_scored
         meta["query_embed_ms"] = round(run.query_embed_ms, 2)

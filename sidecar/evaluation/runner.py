@@ -163,12 +163,19 @@ class Runner:
         """The query as the search receives it (cut to the product's length limit)."""
         return " ".join(query.text.split())[: self.res.settings.max_query_chars]
 
+    def stage_text(self, query: EvalQuery) -> str:
+        """What a post-retrieval stage (the cross-encoder) reads: the query and its details."""
+        text = f"{query.text} {query.details}" if query.details else query.text
+        return " ".join(text.split())[: self.res.settings.max_query_chars]
+
     def _deep(self, service: SearchService, config: EvalConfig, options: SearchOptions,
-              text: str) -> list[TopicHit]:
+              query: EvalQuery) -> list[TopicHit]:
         # Only the deep lists are shared: the open-corpus call is timed, so it always runs.
-        key = (text, options, config.index_kind)
+        text = self.query_text(query)
+        key = (text, query.details, options, config.index_kind)
         if key not in self._deep_lists:
-            self._deep_lists[key] = service.find_topics(text, self.deep_topics, options).topics
+            self._deep_lists[key] = service.find_topics(
+                text, self.deep_topics, options, details=query.details).topics
         return self._deep_lists[key]
 
     def run_config(self, config: EvalConfig) -> ConfigResult:
@@ -181,16 +188,16 @@ class Runner:
         out: list[QueryResult] = []
         for query in tqdm(self.queries, desc=config.name, unit="query",
                           disable=not self.progress):
-            text = self.query_text(query)
+            text, reread = self.query_text(query), self.stage_text(query)
             started = time.perf_counter()
-            topics = service.find_topics(text, depth, options).topics
+            topics = service.find_topics(text, depth, options, details=query.details).topics
             for stage in chain:
-                topics = stage.apply(text, topics)
+                topics = stage.apply(reread, topics)
             ms = (time.perf_counter() - started) * 1000
             ranked, unranked = protocol_b_order(
-                query, self._deep(service, config, options, text))
+                query, self._deep(service, config, options, query))
             for stage in chain:
-                ranked = stage.apply(text, ranked)
+                ranked = stage.apply(reread, ranked)
             b_ranking = [t.topic_id for t in ranked] + unranked
             scores = score_query(query, topics, b_ranking, self.dataset.has_post_qrels)
             out.append(QueryResult(
@@ -206,7 +213,9 @@ class Runner:
     def prime(self) -> None:
         """Embed every query once (one at a time, as a request would) before any timing."""
         for query in self.queries:
-            self.embedder.embed([self.query_text(query)], kind="query")
+            text = self.query_text(query)
+            details = self.res.search.check_details(query.details)
+            self.embedder.embed([f"{text} {details}" if details else text], kind="query")
 
 
 def public_topics(res: Resources) -> int:

@@ -46,6 +46,28 @@ def best_candidate(primary: Array, secondary: Array, weights: Array, idx: Sequen
     return best
 
 
+def guarded_choice(primary: Array, secondary: Array, weights: Array, idx: Sequence[int],
+                   anchor: int, *, resamples: int = 1000, seed: int = 0) -> int:
+    """The best candidate on ``idx``, but only when it beats ``anchor`` (the untuned default)
+    for sure on those queries: the lower bound of a 95% paired bootstrap interval of the mean
+    difference above 0. Otherwise ``anchor``.
+
+    With a hundred candidates and a hundred noisy queries, the best in-sample candidate is
+    often best by luck (the winner's curse); requiring the win to be clear on the training
+    queries keeps the default unless the judgements really argue for a change.
+    """
+    best = best_candidate(primary, secondary, weights, idx)
+    if best == anchor:
+        return anchor
+    cols = list(idx)
+    diff = primary[best, cols] - primary[anchor, cols]
+    w = weights[cols]
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(cols), size=(resamples, len(cols)))
+    means = (diff[draws] * w[draws]).sum(axis=1) / w[draws].sum(axis=1)
+    return best if float(np.quantile(means, 0.025)) > 0 else anchor
+
+
 @dataclass(frozen=True)
 class CrossValidation:
     """Per-query held-out choice and the choice on all queries."""
@@ -60,18 +82,26 @@ class CrossValidation:
         return np.asarray([scores[c, q] for q, c in enumerate(self.held_out)], dtype=np.float64)
 
 
-def cross_validate(primary: Array, secondary: Array, weights: Array, folds: list[list[int]]
-                   ) -> CrossValidation:
-    """Choose on k-1 folds, score on the k-th, for every fold; then choose on everything."""
+def cross_validate(primary: Array, secondary: Array, weights: Array, folds: list[list[int]],
+                   anchor: int | None = None, *, seed: int = 0) -> CrossValidation:
+    """Choose on k-1 folds, score on the k-th, for every fold; then choose on everything.
+
+    With ``anchor`` the choice is :func:`guarded_choice` (move away from the anchor only on a
+    clear win), else the plain best candidate.
+    """
+    def choose(idx: list[int]) -> int:
+        if anchor is None:
+            return best_candidate(primary, secondary, weights, idx)
+        return guarded_choice(primary, secondary, weights, idx, anchor, seed=seed)
+
     n = primary.shape[1]
     held_out = [-1] * n
     chosen = []
     everything = list(range(n))
     for fold in folds:
-        train = sorted(set(everything) - set(fold))
-        best = best_candidate(primary, secondary, weights, train)
+        best = choose(sorted(set(everything) - set(fold)))
         chosen.append(best)
         for q in fold:
             held_out[q] = best
-    final = best_candidate(primary, secondary, weights, everything)
-    return CrossValidation(folds=folds, chosen=chosen, held_out=held_out, final=final)
+    return CrossValidation(folds=folds, chosen=chosen, held_out=held_out,
+                           final=choose(everything))

@@ -42,12 +42,13 @@ class Judged:
     source: Source
     weight: float = 1.0
     clicked: tuple[int, ...] = ()  # search_log only: the clicked topics, for the propensity
+    details: str | None = None  # the rest of the question when ``text`` is its title
 
 
 def from_dataset(dataset: EvalDataset) -> list[Judged]:
     """The dump's judged queries that have at least one relevant topic."""
-    return [Judged(id=f"qrels:{q.id}", text=q.text, topics=dict(q.topics), source="qrels")
-            for q in dataset.scored()]
+    return [Judged(id=f"qrels:{q.id}", text=q.text, topics=dict(q.topics), source="qrels",
+                   details=q.details) for q in dataset.scored()]
 
 
 def from_labels(rows: Iterable[LabelRow]) -> list[Judged]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,27 +35,32 @@ class LegCache:
 
     service: SearchService
     strategy: int
-    rankings: dict[tuple[str, int], dict[str, list[PostHit]]] = field(default_factory=dict)
+    rankings: dict[tuple[str, str | None, int], dict[str, list[PostHit]]] = field(
+        default_factory=dict)
 
     def text(self, query: str) -> str:
         """The query as the search receives it (collapsed, cut to the length limit)."""
         return " ".join(query.split())[: self.service.settings.max_query_chars]
 
-    def legs(self, text: str, post_k: int) -> dict[str, list[PostHit]]:
-        """Both legs' rankings for ``text`` at ``post_k`` posts each."""
-        key = (text, post_k)
+    def legs(self, text: str, post_k: int, details: str | None = None
+             ) -> dict[str, list[PostHit]]:
+        """Both legs' rankings for ``text`` (and its details) at ``post_k`` posts each."""
+        key = (text, details, post_k)
         if key not in self.rankings:
-            vector = self.service.embedder.embed([text], kind="query")[0]
+            details = self.service.check_details(details)
+            embedded = f"{text} {details}" if details else text
+            vector = self.service.embedder.embed([embedded], kind="query")[0]
             self.rankings[key] = self.service.leg_rankings(
                 text, vector, (Leg.SEMANTIC, Leg.KEYWORD), post_k, self.strategy, Trace())
         return self.rankings[key]
 
-    def topics(self, query: str, config: SearchConfig, n_topics: int = DEPTH) -> list[TopicHit]:
+    def topics(self, query: str, config: SearchConfig, n_topics: int = DEPTH,
+               details: str | None = None) -> list[TopicHit]:
         """What ``find_topics`` returns for this configuration (growth rule included)."""
         text = self.text(query)
         post_k = self.service.first_post_k(n_topics)
         while True:
-            both = self.legs(text, post_k)
+            both = self.legs(text, post_k, details)
             rankings = {leg.value: both[leg.value] for leg in config.legs()}
             topics = rank_topics(rankings, config)
             if enough_topics(topics, rankings, n_topics, post_k):
@@ -89,6 +95,14 @@ class ScoreTable:
         """Position of a candidate by name."""
         return next(i for i, c in enumerate(self.candidates) if c.name == name)
 
+    def save(self, path: Path) -> None:
+        """Every per-query score, with the candidates' and queries' names, as .npz."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, candidates=np.array([c.name for c in self.candidates]),
+                            queries=np.array([q.id for q in self.queries]),
+                            weights=self.weights, **{k.replace("@", "_at_"): v
+                                                     for k, v in self.scores.items()})
+
     def means(self, row: int) -> dict[str, float]:
         """Weighted means of one candidate's metrics."""
         w = self.weights
@@ -101,7 +115,8 @@ def score_table(cache: LegCache, candidates: list[Candidate], queries: list[Judg
     scores = {k: np.zeros((len(candidates), len(queries))) for k in METRICS}
     for j, query in enumerate(tqdm(queries, desc="tune", unit="query", disable=not progress)):
         for i, candidate in enumerate(candidates):
-            ranking = [t.topic_id for t in cache.topics(query.text, candidate.config)]
+            ranking = [t.topic_id for t in cache.topics(query.text, candidate.config,
+                                                         details=query.details)]
             for name, value in query_scores(ranking, query).items():
                 scores[name][i, j] = value
     return ScoreTable(candidates=candidates, queries=queries, scores=scores)
@@ -110,7 +125,8 @@ def score_table(cache: LegCache, candidates: list[Candidate], queries: list[Judg
 def keyword_rank(cache: LegCache, query: Judged, topic_id: int) -> int | None:
     """Rank of ``topic_id`` in the keyword search for the query (None when not in the top 10):
     the position Discourse's own keyword search most likely showed it at."""
-    ranking = [t.topic_id for t in cache.topics(query.text, SearchConfig(Mode.KEYWORD))]
+    ranking = [t.topic_id for t in cache.topics(query.text, SearchConfig(Mode.KEYWORD),
+                                                 details=query.details)]
     return ranking.index(topic_id) + 1 if topic_id in ranking else None
 
 

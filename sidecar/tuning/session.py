@@ -61,11 +61,13 @@ def leg_cache(res: Resources) -> LegCache:
 def run_tune(
     settings: Settings, *, dump: Path | None, sources: Sequence[str] = jm.SOURCES,
     folds: int = 5, seed: int = 0, resamples: int = 10_000, min_queries: int = MIN_QUERIES,
-    query_field: str = "text", progress: bool = True, embedder: Embedder | None = None,
+    query_fields: str = "text", progress: bool = True, embedder: Embedder | None = None,
+    scores_out: Path | None = None,
 ) -> tuple[dict[str, Any], SearchProfile]:
     """Tune on a dump or on the served forum; returns the report and the profile to serve.
 
-    ``embedder`` replaces the configured model (tests pass the one they already loaded).
+    ``embedder`` replaces the configured model (tests pass the one they already loaded);
+    ``scores_out`` keeps every candidate's per-query scores (an .npz file) for audit.
     """
     started = time.perf_counter()
     meta: dict[str, Any] = {"command": "sidecar tune " + " ".join(sys.argv[2:]),
@@ -73,12 +75,12 @@ def run_tune(
                             "folds": folds, "seed": seed, "resamples": resamples,
                             "min_queries": min_queries, "sources": list(sources)}
     if dump is not None:
-        dataset = load_dataset(dump.resolve(), query_field)
+        dataset = load_dataset(dump.resolve(), query_fields)
         state = prepare_state(settings, dump.resolve(), strategies=(settings.strategy,),
                               index_kinds=(settings.index_kind,), progress=progress,
                               embedder=embedder)
         res = state.resources
-        meta.update(dump=str(dump), database=state.database, query_field=query_field,
+        meta.update(dump=str(dump), database=state.database, query_fields=query_fields,
                     judgements_digest=judgements_digest(dump.resolve()))
         queries = jm.from_dataset(dataset) if "qrels" in sources else []
         queries += forum_judgements(res, [s for s in sources if s != "qrels"])
@@ -95,6 +97,8 @@ def run_tune(
         space = candidate_space()
         references = reference_candidates(settings_config(settings), space)
         table = score_table(cache, space, queries, progress=progress)
+        if scores_out is not None:
+            table.save(scores_out)
         result = tune(table, references, folds=folds, seed=seed, resamples=resamples)
         meta["duration_s"] = round(time.perf_counter() - started, 1)
         doc = report(result, meta=meta)

@@ -77,7 +77,9 @@ def tune(table: ScoreTable, references: dict[str, Candidate], *, folds: int = 5,
     """Cross-validate the choice; compare with the references; fall back to a leg if needed."""
     w = table.weights
     primary, secondary = table.scores["mrr@10"], table.scores["hit@5"]
-    cv = cross_validate(primary, secondary, w, kfold(len(table.queries), folds, seed))
+    anchor = table.index(references["default"].name) if "default" in references else None
+    cv = cross_validate(primary, secondary, w, kfold(len(table.queries), folds, seed), anchor,
+                        seed=seed)
     comparisons: dict[str, dict[str, m.PairedComparison]] = {}
     for ref_name, ref in references.items():
         row = table.index(ref.name)

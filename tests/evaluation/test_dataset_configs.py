@@ -11,7 +11,12 @@ import pytest
 from sidecar.core.types import FusedPost, TopicHit
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.configs import BY_NAME, CATALOGUE, EvalConfig, select
-from sidecar.evaluation.dataset import forum_digest, judgements_digest, load_dataset
+from sidecar.evaluation.dataset import (
+    forum_digest,
+    judgements_digest,
+    load_dataset,
+    parse_query_fields,
+)
 from sidecar.evaluation.runner import protocol_b_order
 from tests.evaluation.conftest import QUERIES
 
@@ -111,3 +116,17 @@ def test_protocol_b_keeps_the_deep_order_and_appends_the_rest_by_id() -> None:
     ranked, unranked = protocol_b_order(query, deep)
     assert [t.topic_id for t in ranked] == [9, 3]
     assert unranked == [1, 5]
+
+
+def test_query_fields_pick_the_query_and_its_details(eval_dump: Path) -> None:
+    assert parse_query_fields("text") == ("text", None)
+    assert parse_query_fields("subject+body") == ("subject", "body")
+    for bad in ("", "+body", "subject+"):
+        with pytest.raises(InvalidInput):
+            parse_query_fields(bad)
+    flat = {q.id: q for q in load_dataset(eval_dump).queries}
+    titled = {q.id: q for q in load_dataset(eval_dump, "subject+body").queries}
+    assert flat["Q1"].details is None and flat["Q1"].text.startswith("Good bank\n")
+    assert (titled["Q1"].text, titled["Q1"].details) == (
+        "Good bank", "Which bank should I choose for my salary account?")
+    assert titled["Q1"].topics == flat["Q1"].topics

@@ -142,3 +142,26 @@ def test_topic_score_mean_of_two_is_available(client: Any, auth: dict[str, str])
     assert {r["topic_id"] for r in best["results"]} and {r["topic_id"] for r in mean2["results"]}
     agg = next(s for s in mean2["trace"] if s["step"] == "aggregate")
     assert agg["detail"]["method"] == "mean2"
+
+
+def test_details_feed_the_semantic_leg_only(client: Any, auth: dict[str, str]) -> None:
+    title = "advice needed on my setup"
+    details = ("My ZFS RAIDZ pool is nearly full: can I add a vdev, or should I replace each "
+               "disk with a bigger one and let autoexpand grow the pool?")
+
+    def topics(mode: str, **extra: Any) -> list[int]:
+        body = search(client, auth, title, limit=5, mode=mode, **extra)
+        return [r["topic_id"] for r in body["results"]]
+
+    # The keyword leg matches the title's words only: the details change nothing there.
+    assert topics("keyword", details=details) == topics("keyword")
+    # The semantic leg reads title and details: the ZFS expansion topic comes first.
+    body = search(client, auth, title, limit=5, mode="semantic", details=details)
+    assert "zfs" in body["results"][0]["title"].lower(), body["results"][0]
+    assert "zfs" not in search(client, auth, title, limit=1, mode="semantic")[
+        "results"][0]["title"].lower()
+    embed = next(s for s in body["trace"] if s["step"] == "embed")
+    assert embed["detail"]["details_chars"] == len(details)
+    too_long = client.post("/v1/search", json={"query": title, "details": "x " * 15_000},
+                           headers=auth)
+    assert too_long.status_code == 422 and "details" in too_long.json["error"]["message"]
