@@ -53,10 +53,25 @@ def resolve_model(db: Database, settings: Settings, name: str | None = None) -> 
 
     A prepared model directory (``<state_dir>/models/<name>``, or ``SIDECAR_EMBED_MODEL_PATH``
     for the configured model) is registered from its ``manifest.json`` without loading the
-    model. A remote model (``SIDECAR_EMBED_URL``) must have been registered by the API or the
-    worker, which load it.
+    model; the configured model is prepared first when missing (``ensure_model``). A remote model
+    (``SIDECAR_EMBED_URL``) is asked its vectors' size once and registered.
     """
     name = name or settings.embed_model
+    if name == settings.embed_model and settings.embed_url:
+        from sidecar.resources import load_embedder, register_embedder
+
+        remote = load_embedder(settings)  # one call to the host: its vectors' size
+        try:
+            with db.connection() as conn:
+                return register_embedder(conn, remote)
+        finally:
+            close = getattr(remote, "close", None)
+            if callable(close):
+                close()
+    if name == settings.embed_model:
+        from sidecar.model_setup import ensure_model
+
+        ensure_model(settings)  # prepared on first need, like the worker does
     path = settings.embed_dir() if name == settings.embed_model else settings.models_dir / name
     if (path / "manifest.json").is_file():
         from models.manifest import read_manifest
