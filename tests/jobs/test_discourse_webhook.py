@@ -16,9 +16,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
 from pydantic import SecretStr
 
 from jobs import queues
@@ -26,7 +24,8 @@ from sidecar.bootstrap import backfill_sync
 from sidecar.errors import ServiceUnavailable
 from sidecar.resources import Resources
 from tests.conftest import API_KEY
-from tests.jobs.conftest import vector_rows, work
+from tests.helpers import add_post, discourse_delivery
+from tests.jobs.conftest import public_post_ids, vector_rows, work
 
 SECRET = "a-webhook-secret-of-32-chars-000"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -37,13 +36,15 @@ ANSWER = ("Descaling the espresso machine: dissolve 30 g of citric acid in a lit
 _ids = itertools.count(9001)
 
 
+def with_secret(res: Resources) -> Resources:
+    settings = res.settings.model_copy(update={"discourse_webhook_secret": SecretStr(SECRET)})
+    return dataclasses.replace(res, settings=settings)
+
+
 @pytest.fixture
-def forum(demo_res: Resources) -> Iterator[Resources]:
-    """The demo forum embedded with MiniLM, webhooks on."""
-    backfill_sync(demo_res, 1, progress=False)
-    settings = demo_res.settings.model_copy(
-        update={"discourse_webhook_secret": SecretStr(SECRET)})
-    yield dataclasses.replace(demo_res, settings=settings)
+def forum(dummy_res: Resources) -> Iterator[Resources]:
+    """The demo forum (the fast DummyEmbedder, nothing embedded yet), webhooks on."""
+    yield with_secret(dummy_res)
 
 
 @pytest.fixture
@@ -54,39 +55,11 @@ def api(forum: Resources) -> Any:
 
 
 def deliver(api: Any, event: str, body: dict[str, Any], *, event_id: int | None = None,
-            secret: str = SECRET, signature: str | None = None,
-            content_type: str = "application/json") -> Any:
+            secret: str = SECRET, **options: Any) -> Any:
     """One delivery, with the headers Discourse sends."""
-    raw = json.dumps(body).encode()
-    digest = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
-    headers = {
-        "X-Discourse-Instance": "https://forum.example.org",
-        "X-Discourse-Event-Id": str(next(_ids) if event_id is None else event_id),
-        "X-Discourse-Event-Type": event.partition("_")[0] if event != "ping" else "ping",
-        "X-Discourse-Event": event,
-        "X-Discourse-Event-Signature": signature if signature is not None else f"sha256={digest}",
-        "User-Agent": "Discourse/3.5.0",
-        "Content-Type": content_type,
-    }
+    raw, headers = discourse_delivery(event, body, secret,
+                                      next(_ids) if event_id is None else event_id, **options)
     return api.post("/v1/discourse/webhook", data=raw, headers=headers)
-
-
-def new_post(res: Resources, topic_sql: str, raw: str = ANSWER) -> dict[str, Any]:
-    """A new post (a copy of the last one of the topic ``topic_sql`` picks) with ``raw``."""
-    with psycopg.connect(res.urls.database_url, row_factory=dict_row) as conn:
-        row = conn.execute(
-            f"SELECT p.* FROM posts p WHERE p.topic_id = ({topic_sql}) AND p.deleted_at IS NULL"
-            " AND p.post_type = 1 AND NOT p.hidden ORDER BY p.post_number DESC LIMIT 1"
-        ).fetchone()
-        assert row is not None
-        top = conn.execute("SELECT max(id) AS id FROM posts").fetchone()
-        assert top is not None
-        row.update(id=top["id"] + 1, post_number=row["post_number"] + 1, raw=raw,
-                   cooked=f"<p>{raw}</p>")
-        names = ", ".join(row)
-        conn.execute(f"INSERT INTO posts ({names}) VALUES ({', '.join(['%s'] * len(row))})",
-                     list(row.values()))
-    return row
 
 
 def post_payload(post: dict[str, Any], archetype: str = "regular") -> dict[str, Any]:
@@ -110,9 +83,13 @@ RESTRICTED_TOPIC = ("SELECT t.id FROM topics t JOIN categories c ON c.id = t.cat
                     " WHERE c.read_restricted AND t.archetype = 'regular' ORDER BY t.id LIMIT 1")
 
 
-def test_a_signed_post_created_makes_a_public_post_searchable(api: Any,
-                                                              forum: Resources) -> None:
-    post = new_post(forum, PUBLIC_TOPIC)
+def test_a_signed_post_created_makes_a_public_post_searchable(demo_res: Resources) -> None:
+    from sidecar.api import create_app
+
+    backfill_sync(demo_res, 1, progress=False)  # the forum embedded with MiniLM
+    forum = with_secret(demo_res)
+    api = create_app(forum.settings, forum).test_client()
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
     assert post["id"] not in search_post_ids(api)
     resp = deliver(api, "post_created", post_payload(post))
     assert resp.status_code == 202, resp.json
@@ -126,14 +103,13 @@ def test_a_signed_post_created_makes_a_public_post_searchable(api: Any,
                          ids=["private-message", "restricted-category"])
 def test_a_private_post_embeds_nothing(api: Any, forum: Resources, topic_sql: str) -> None:
     before = vector_rows(forum.urls.database_url, forum.model.id)
-    post = new_post(forum, topic_sql)
+    post = add_post(forum.urls.database_url, topic_sql, ANSWER)
     # Even a payload that claims the post is a regular public one: the database decides.
     resp = deliver(api, "post_created", post_payload(post))
     assert resp.status_code == 202
     assert (resp.json["queued_posts"], resp.json["job_ids"]) == (0, [])
     work(forum)
     assert vector_rows(forum.urls.database_url, forum.model.id) == before
-    assert post["id"] not in search_post_ids(api)
 
 
 def test_signatures_are_checked(api: Any, forum: Resources) -> None:
@@ -159,7 +135,7 @@ def test_a_redelivered_event_id_is_applied_once_across_api_nodes(
     from sidecar.api import create_app
 
     other_node = create_app(forum.settings, forum).test_client()
-    post = new_post(forum, PUBLIC_TOPIC)
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
     first = deliver(api, "post_edited", post_payload(post), event_id=4242)
     again = deliver(other_node, "post_edited", post_payload(post), event_id=4242)
     assert first.status_code == 202 and first.json["status"] == "applied"
@@ -175,7 +151,7 @@ def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
 ) -> None:
     from sidecar.api import routes_discourse
 
-    post = new_post(forum, PUBLIC_TOPIC)
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
 
     def down(*args: Any) -> Any:
         raise ServiceUnavailable("the database is not reachable right now")
@@ -189,8 +165,10 @@ def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
 
 
 def test_events_map_to_the_index_events(api: Any, forum: Resources) -> None:
-    rows = vector_rows(forum.urls.database_url, forum.model.id)
-    gone = rows[0][0]
+    from sidecar.indexing import Indexer
+
+    gone = min(public_post_ids(forum.urls.database_url))
+    assert Indexer(forum.db, forum.embedder, forum.model).embed_posts([gone]).embedded == 1
     destroyed = deliver(api, "post_destroyed", {"post": {"id": gone}})
     assert destroyed.json["event"] == "post_deleted" and destroyed.json["vectors_removed"] == 1
     for name, kind, event in (("topic_edited", "topic", "topic_changed"),
