@@ -106,11 +106,11 @@ def discourse_webhook() -> ResponseReturnValue:
     secret = res.settings.discourse_webhook_secret
     if secret is None:
         raise NotFound("Discourse webhooks are off: set SIDECAR_DISCOURSE_WEBHOOK_SECRET")
+    if request.mimetype != "application/json":  # a form body is parsed away before this
+        raise UnsupportedMediaType("set the webhook's content type to application/json")
     raw = request.get_data(cache=True)
     check_signature(raw, request.headers.get("X-Discourse-Event-Signature", ""),
                     secret.get_secret_value())
-    if request.mimetype != "application/json":
-        raise UnsupportedMediaType("set the webhook's content type to application/json")
     try:
         body = json.loads(raw)
     except ValueError:
