@@ -20,6 +20,7 @@ R = TypeVar("R")
 
 
 def json_response(data: Any, status: int = 200) -> Response:
+    """Compact JSON (vectors make big bodies: no spaces)."""
     return Response(json.dumps(data, separators=(",", ":"), ensure_ascii=False), status=status,
                     mimetype="application/json")  # fmt: skip
 
@@ -40,6 +41,7 @@ def texts_of(inputs: str | list[str], config: HostConfig, what: str = "inputs") 
 
 
 def cap_chars(text: str, where: str, config: HostConfig, truncate: bool) -> str:
+    """``text`` within ``max_input_chars``: cut when truncating, else refused (413)."""
     if len(text) <= config.max_input_chars:
         return text
     if truncate:
@@ -50,11 +52,13 @@ def cap_chars(text: str, where: str, config: HostConfig, truncate: bool) -> str:
 
 
 def check_direction(direction: str) -> None:
+    """Refuse left truncation, which this host does not implement (422)."""
     if direction.lower() != "right":
         raise invalid("only truncation_direction=Right is supported by this host")
 
 
 def prompt_kind(prompt_name: str | None, engine: EmbedEngine) -> Kind:
+    """The embedding kind TEI's ``prompt_name`` asks for."""
     # Without a prompt name the passage prompt applies: what the in-process embedder does.
     if prompt_name is None or prompt_name in ("passage", "document"):
         return "passage"
