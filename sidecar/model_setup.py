@@ -76,8 +76,9 @@ def prepare_before_fork(settings: Settings) -> None:
     Preparing loads ONNX Runtime, whose threads must not cross the fork into the workers; a
     spawned child leaves the master clean. Its errors come back as they are.
     """
-    if settings.embed_url or (settings.embed_dir() / "manifest.json").is_file():
-        return
+    if settings.embed_url or settings.embed_model_path is not None or (
+            settings.embed_dir() / "manifest.json").is_file():
+        return  # nothing to prepare (a folder the operator named is checked where it is read)
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         pool.apply(_ensure_model_logged, (settings,))
 
