@@ -102,7 +102,7 @@ class OpenAIEmbedder(_EstimatedTokens):
         window = None
         try:  # vLLM and our host say the model's window there; OpenAI itself does not
             listed = self.request("GET", "/v1/models")
-            for entry in listed.get("data") or [] if isinstance(listed, dict) else []:
+            for entry in (listed.get("data") or []) if isinstance(listed, dict) else []:
                 if isinstance(entry, dict) and entry.get("id") == self._model_name():
                     window = int(entry.get("max_model_len") or 0) or None
         except RemoteModelError:
@@ -136,7 +136,7 @@ class OllamaEmbedder(_EstimatedTokens):
 
     def _describe(self) -> dict[str, Any]:
         shown = self.request("POST", "/api/show", {"model": self._model_name()})
-        facts = shown.get("model_info") or {} if isinstance(shown, dict) else {}
+        facts = (shown.get("model_info") or {}) if isinstance(shown, dict) else {}
         window = next((int(v) for k, v in facts.items()
                        if k.endswith(".context_length") and isinstance(v, int)), None)
         self._window = window
