@@ -13,6 +13,7 @@ import tomllib
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -111,3 +112,10 @@ def test_models_check_shows_the_provider_really_loaded(tmp_path: Path,
     assert asked.exit_code == 1
     assert json.loads(asked.stdout)["embedder"]["provider"] == "cpu"
     assert "not running on 'cuda'" in asked.stderr
+
+
+def test_health_reports_the_onnx_runtime_build_and_providers(client: Any) -> None:
+    health = client.get("/v1/health").json
+    assert health["onnxruntime"]["installed"] is True
+    assert "CPUExecutionProvider" in health["onnxruntime"]["available_providers"]
+    assert health["models"]["embedder"]["provider"] == "cpu"
