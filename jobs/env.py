@@ -53,27 +53,41 @@ def resolve_model(db: Database, settings: Settings, name: str | None = None) -> 
 
     A prepared model directory (``<state_dir>/models/<name>``, or ``SIDECAR_EMBED_MODEL_PATH``
     for the configured model) is registered from its ``manifest.json`` without loading the
-    model. A remote model (``SIDECAR_EMBED_URL``) must have been registered by the API or the
-    worker, which load it.
+    model; else a model registered before (by a worker, an API node) is used as it is. The
+    configured model found nowhere is set up on first need: a remote one (``SIDECAR_EMBED_URL``)
+    is asked its vectors' size once, a local one is prepared (``ensure_model``).
     """
     name = name or settings.embed_model
     path = settings.embed_dir() if name == settings.embed_model else settings.models_dir / name
-    if (path / "manifest.json").is_file():
-        from models.manifest import read_manifest
-
-        manifest = read_manifest(path)
+    if not (path / "manifest.json").is_file():
         with db.connection() as conn:
-            return register_model(conn, name=manifest.name, dimensions=manifest.dimensions,
-                                  version=manifest.version, max_length=manifest.max_length,
-                                  pooling=manifest.pooling, checksum=manifest.checksum)
+            model = find_model(conn, name)
+        if model is not None:
+            return model
+        if name != settings.embed_model:
+            raise ConfigurationError(
+                f"model {name!r} is neither prepared in {path} nor registered: prepare it "
+                f"(`sidecar models prepare ... --out {path}`) or start the worker once"
+            )
+        if settings.embed_url:
+            from sidecar.resources import load_embedder, register_embedder
+
+            remote = load_embedder(settings)  # one call to the host: its vectors' size
+            try:
+                with db.connection() as conn:
+                    return register_embedder(conn, remote)
+            finally:
+                remote.close()  # type: ignore[attr-defined]  # a RemoteEmbedder
+        from sidecar.model_setup import ensure_model
+
+        ensure_model(settings)  # prepared on first need, as the worker does
+    from models.manifest import read_manifest
+
+    manifest = read_manifest(path)
     with db.connection() as conn:
-        model = find_model(conn, name)
-    if model is None:
-        raise ConfigurationError(
-            f"model {name!r} is neither prepared in {path} nor registered: prepare it "
-            f"(`sidecar models prepare ... --out {path}`) or start the worker once"
-        )
-    return model
+        return register_model(conn, name=manifest.name, dimensions=manifest.dimensions,
+                              version=manifest.version, max_length=manifest.max_length,
+                              pooling=manifest.pooling, checksum=manifest.checksum)
 
 
 def open_env(settings: Settings, model: str | None = None, *, migrate: bool = True) -> LightEnv:

@@ -89,27 +89,34 @@ class RemoteModel:
             ) from None
 
     def info(self) -> dict[str, Any]:
-        """``GET /info`` of the model this client talks to (fetched once, then cached).
+        """What this client knows of its model, in the shape of TEI's ``/info`` (fetched once).
 
-        Our host may serve both models: its ``/info`` lists them under ``models``, and each
-        client picks its own; a plain TEI server describes its one model at the top level.
+        ``model_id``, ``model_type``, ``max_input_length``, ``max_client_batch_size`` and, for
+        an embedder, ``dimensions``, ``normalize`` and ``prompts``.
         """
         with self._lock:
             if self._info is None:
-                data = self.request("GET", "/info")
-                if not isinstance(data, dict):
-                    raise RemoteModelError(self.url, "GET /info did not return an object")
-                section = (data.get("models") or {}).get(self.task) or data
-                expected = "embedding" if self.task == "embed" else "reranker"
-                model_type = section.get("model_type") or {}
-                if expected not in model_type:
-                    raise RemoteModelError(
-                        self.url, f"the host serves a {next(iter(model_type), 'unknown')} model, "
-                        f"not an {expected} model", status=424,
-                    )  # fmt: skip
+                section = self._describe()
                 self._info = section
                 self._check_name(str(section.get("model_id", "")))
             return self._info
+
+    def _describe(self) -> dict[str, Any]:
+        """``GET /info``. Our host may serve both models: its ``/info`` lists them under
+        ``models``, and each client picks its own; a plain TEI server describes its one model at
+        the top level."""
+        data = self.request("GET", "/info")
+        if not isinstance(data, dict):
+            raise RemoteModelError(self.url, "GET /info did not return an object")
+        section: dict[str, Any] = (data.get("models") or {}).get(self.task) or data
+        expected = "embedding" if self.task == "embed" else "reranker"
+        model_type = section.get("model_type") or {}
+        if expected not in model_type:
+            raise RemoteModelError(
+                self.url, f"the host serves a {next(iter(model_type), 'unknown')} model, "
+                f"not an {expected} model", status=424,
+            )  # fmt: skip
+        return section
 
     def _check_name(self, model_id: str) -> None:
         if self._name is None:

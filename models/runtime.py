@@ -2,15 +2,52 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnxruntime as ort
+from models.errors import ModelError, ModelLoadError
 
-from models.errors import ModelLoadError
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 log = logging.getLogger(__name__)
+
+# The builds of ONNX Runtime on PyPI, by the extra of this project that installs each. All of
+# them install the module `onnxruntime`: exactly one may be installed.
+BUILDS: dict[str, str] = {"onnxruntime": "cpu", "onnxruntime-gpu": "gpu",
+                          "onnxruntime-openvino": "openvino"}
+NOT_INSTALLED = ("ONNX Runtime is not installed: `pip install '.[cpu]'` in the sidecar's checkout "
+                 "(or '.[gpu]' for NVIDIA CUDA, '.[openvino]' for Intel), or run the models on a "
+                 "model host (SIDECAR_EMBED_URL)")
+
+
+def onnxruntime() -> Any:
+    """The ``onnxruntime`` module, or a :class:`ModelError` that says which extra installs it."""
+    try:
+        import onnxruntime as module
+    except ImportError as exc:
+        raise ModelError(NOT_INSTALLED) from exc
+    return module
+
+
+@functools.cache
+def runtime_report() -> dict[str, Any]:
+    """Which ONNX Runtime build is installed and which providers it can run (read once).
+
+    ``builds`` lists every installed distribution that provides the module: more than one means
+    they overwrote each other's files (uninstall all, then install one extra).
+    """
+    try:
+        module = onnxruntime()
+    except ModelError as exc:
+        return {"installed": False, "error": str(exc)}
+    builds = sorted(set(metadata.packages_distributions().get("onnxruntime", [])))
+    return {"installed": True, "version": module.__version__,
+            "builds": [{"package": b, "extra": BUILDS.get(b.lower())} for b in builds],
+            "available_providers": list(module.get_available_providers())}
 
 PROVIDERS: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -29,6 +66,7 @@ def session_options(intra_op_threads: int = 0, inter_op_threads: int = 0) -> ort
     """Session options with all graph optimisations; thread counts of 0 keep ORT's defaults."""
     if intra_op_threads < 0 or inter_op_threads < 0:
         raise ValueError("thread counts must be >= 0")
+    ort = onnxruntime()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = intra_op_threads
@@ -61,6 +99,10 @@ def create_session(
     path = Path(onnx_path)
     if not path.is_file():
         raise ModelLoadError(path, "ONNX file not found")
+    try:
+        ort = onnxruntime()
+    except ModelError as exc:
+        raise ModelLoadError(path, str(exc)) from None
     options = session_options(intra_op_threads, inter_op_threads)
 
     if provider != "cpu":

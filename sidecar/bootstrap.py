@@ -1,4 +1,7 @@
-"""What `sidecar prepare` does before serving: model, schema, demo forum, embeddings, index."""
+"""What `sidecar prepare` does before serving: schema, demo forum, embeddings, index.
+
+The model itself is prepared by :func:`sidecar.model_setup.ensure_model`.
+"""
 
 from __future__ import annotations
 
@@ -14,23 +17,8 @@ from sidecar.db.migrate import forum_owned
 from sidecar.importer import ImportReport, import_dump
 from sidecar.indexing import BatchResult, Indexer
 from sidecar.resources import Resources
-from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def ensure_model(settings: Settings) -> Path:
-    """Prepare the configured embedding model (ONNX export + manifest) unless already there."""
-    path = settings.embed_dir()
-    if settings.embed_url or (path / "manifest.json").is_file():
-        return path
-    from models import prepare_model
-
-    log.info("preparing %s into %s (one time)", settings.embed_source, path)
-    quantize = None if settings.model_quantize == "none" else settings.model_quantize
-    prepare_model(settings.embed_source, "embed", path, quantize=quantize,
-                  name=settings.embed_model)
-    return path
 
 
 def demo_dir() -> Path:

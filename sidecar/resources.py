@@ -12,6 +12,7 @@ from models.protocols import Embedder, Reranker
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, register_model
 from sidecar.db.migrate import parse_version, upgrade
+from sidecar.db.pool import DictConn
 from sidecar.errors import ConfigurationError
 from sidecar.profile import ProfileState, load_served
 from sidecar.search import SearchService
@@ -50,28 +51,30 @@ class Resources:
 
 
 def load_embedder(settings: Settings) -> Embedder:
-    """The configured embedder: a remote TEI-compatible host or an in-process ONNX model."""
+    """The configured embedder: a remote model host or an in-process ONNX model.
+
+    An in-process model missing from the state directory is prepared first (``ensure_model``).
+    """
     if settings.embed_url:
         from models import ModelError
-        from models.client import RemoteEmbedder
+        from models.client_apis import remote_embedder
 
         key = settings.embed_api_key.get_secret_value() if settings.embed_api_key else None
-        remote = RemoteEmbedder(settings.embed_url, name=settings.embed_model,
-                                timeout=settings.model_timeout_s, api_key=key)
+        remote = remote_embedder(settings.embed_api, settings.embed_url,
+                                 name=settings.embed_model, timeout=settings.model_timeout_s,
+                                 api_key=key)
         try:
             remote.info()  # the vectors' size must be known to register the model
         except ModelError as exc:
-            raise ConfigurationError(f"the embedding model host failed: {exc}") from exc
+            remote.close()
+            raise ConfigurationError(f"the embedding model host failed ({settings.embed_api} "
+                                     f"API): {exc}") from exc
         return remote
     from models import ModelError
     from models import load_embedder as load_onnx_embedder
+    from sidecar.model_setup import ensure_model
 
-    path = settings.embed_dir()
-    if not (path / "manifest.json").is_file():
-        raise ConfigurationError(
-            f"no prepared model in {path}: run `sidecar models prepare {settings.embed_source} "
-            f"--task embed --out {path}` (or `make run`, which prepares the demo model)"
-        )
+    path = ensure_model(settings)
     try:
         embedder = load_onnx_embedder(path, provider=settings.onnx_provider,
                                       threads=settings.onnx_threads)
@@ -79,6 +82,20 @@ def load_embedder(settings: Settings) -> Embedder:
     except ModelError as exc:  # the message names the file and the reason
         raise ConfigurationError(f"the embedding model failed to load: {exc}") from exc
     return embedder
+
+
+def register_embedder(conn: DictConn, embedder: Embedder) -> RegisteredModel:
+    """Register a loaded embedder under its name (its dimensions must match the stored ones)."""
+    manifest = getattr(embedder, "manifest", None)
+    return register_model(
+        conn,
+        name=embedder.name,
+        dimensions=embedder.dimensions,
+        version=getattr(manifest, "version", 1),
+        max_length=embedder.max_length,
+        pooling=getattr(manifest, "pooling", None),
+        checksum=getattr(manifest, "checksum", None),
+    )
 
 
 def load_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
@@ -131,16 +148,7 @@ def start_resources(
         reranker, reranker_error = load_reranker(settings)
         owned.append(reranker)
     with db.connection() as conn:
-        manifest = getattr(embedder, "manifest", None)
-        model = register_model(
-            conn,
-            name=embedder.name,
-            dimensions=embedder.dimensions,
-            version=getattr(manifest, "version", 1),
-            max_length=embedder.max_length,
-            pooling=getattr(manifest, "pooling", None),
-            checksum=getattr(manifest, "checksum", None),
-        )
+        model = register_embedder(conn, embedder)
     profile = load_served(settings, model.name)
     search = SearchService(db, embedder, model, settings,
                            iterative_scan=parse_version(pgvector) >= (0, 8, 0),

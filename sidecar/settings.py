@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     workers: int = 2
     threads: int = 4
 
+    # --- Discourse webhooks (POST /v1/discourse/webhook; off while unset) --------------------
+    discourse_webhook_secret: SecretStr | None = None  # the webhook's secret, >= 12 characters
+
     # --- corpus ---------------------------------------------------------------------------
     ts_config: str = "english"
     load_demo: bool = True  # `sidecar run` loads the demo forum into an owned database
@@ -59,8 +62,9 @@ class Settings(BaseSettings):
     # --- models ---------------------------------------------------------------------------
     embed_model: str = "all-minilm-l6-v2"
     embed_model_path: Path | None = None  # default: <state_dir>/models/<embed_model>
-    embed_source: str = "sentence-transformers/all-MiniLM-L6-v2"  # what `prepare` exports
-    embed_url: str | None = None  # remote TEI-compatible host instead of in-process
+    embed_source: str | None = None  # what to prepare; default: the known model of embed_model
+    embed_url: str | None = None  # remote model server instead of in-process
+    embed_api: Literal["tei", "openai", "ollama"] = "tei"  # what that server speaks
     embed_api_key: SecretStr | None = None  # bearer key of that host (TEI --api-key)
     rerank_model: str | None = None  # e.g. mmarco-mminilmv2-l12-h384-v1
     rerank_model_path: Path | None = None
@@ -137,6 +141,14 @@ class Settings(BaseSettings):
     @classmethod
     def _check_weights(cls, value: str) -> str:
         parse_weights(value)  # raises ValueError with the reason
+        return value
+
+    @field_validator("discourse_webhook_secret")
+    @classmethod
+    def _check_webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 12:
+            raise ValueError("the Discourse webhook secret needs at least 12 characters "
+                             "(Discourse's own minimum)")
         return value
 
     @field_validator("forum_url")

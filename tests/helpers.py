@@ -1,8 +1,11 @@
-"""Small builders for forum dumps written by tests."""
+"""Small builders for forum dumps written by tests, and how tests start `sidecar`."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,50 @@ def write_dump(directory: Path, categories: list[Any], topics: list[Any],
     write_jsonl(directory / "topics.jsonl", topics)
     write_jsonl(directory / "posts.jsonl", posts)
     return directory
+
+
+def sidecar_command() -> list[str]:
+    """The `sidecar` console script of this environment, as operators run it."""
+    script = Path(sys.executable).with_name("sidecar")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "sidecar"]
+
+
+def discourse_delivery(event: str, body: dict[str, Any], secret: str, event_id: int,
+                       signature: str | None = None,
+                       content_type: str = "application/json") -> tuple[bytes, dict[str, str]]:
+    """The raw body and headers of one webhook delivery, as Discourse sends them."""
+    raw = json.dumps(body).encode()
+    digest = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+    headers = {
+        "X-Discourse-Instance": "https://forum.example.org",
+        "X-Discourse-Event-Id": str(event_id),
+        "X-Discourse-Event-Type": event.partition("_")[0] if event != "ping" else "ping",
+        "X-Discourse-Event": event,
+        "X-Discourse-Event-Signature": signature if signature is not None else f"sha256={digest}",
+        "User-Agent": "Discourse/3.5.0",
+        "Content-Type": content_type,
+    }
+    return raw, headers
+
+
+def add_post(database_url: str, topic_sql: str, raw: str) -> dict[str, Any]:
+    """A new post with ``raw``: a copy of the last regular post of the topic ``topic_sql``
+    selects, numbered after it (every other column as the forum has it)."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(database_url, row_factory=dict_row, autocommit=True) as conn:
+        row = conn.execute(
+            f"SELECT p.* FROM posts p WHERE p.topic_id = ({topic_sql}) AND p.deleted_at IS NULL"
+            " AND p.post_type = 1 AND NOT p.hidden ORDER BY p.post_number DESC LIMIT 1"
+        ).fetchone()
+        top = conn.execute("SELECT max(id) AS id FROM posts").fetchone()
+        assert row is not None and top is not None
+        row.update(id=top["id"] + 1, post_number=row["post_number"] + 1, raw=raw,
+                   cooked=f"<p>{raw}</p>")
+        conn.execute(f"INSERT INTO posts ({', '.join(row)}) VALUES "  # type: ignore[arg-type]
+                     f"({', '.join(['%s'] * len(row))})", list(row.values()))
+    return row
 
 
 def demo_queries() -> list[dict[str, Any]]:

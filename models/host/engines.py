@@ -102,6 +102,13 @@ class EmbedEngine:
         count = self.model.count_tokens(text)
         return (count, limit) if count > limit else None
 
+    def tokens_seen(self, text: str) -> int:
+        """Tokens the model reads for a passage: special and prompt tokens, then the text's,
+        cut at the model's window."""
+        limit_of = getattr(self.model, "max_text_tokens", None)
+        room = int(limit_of("passage")) if callable(limit_of) else self.model.max_length - 2
+        return self.model.max_length - room + min(self.model.count_tokens(text), room)
+
     def describe(self, text: str, add_special_tokens: bool) -> list[TokenInfo]:
         """Tokens of ``text`` with character offsets (``/tokenize``)."""
         tokenizer = self.tokenizer

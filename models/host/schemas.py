@@ -42,3 +42,17 @@ class TokenizeRequest(_Strict):
     inputs: str | list[str]
     add_special_tokens: bool = True
     prompt_name: str | None = None
+
+
+class OpenAIEmbeddingRequest(_Strict):
+    """``POST /v1/embeddings`` (OpenAI's embeddings API).
+
+    ``input`` may also be token ids in OpenAI's API; they are typed here so that the route can
+    refuse them with a clear message (ids of another tokenizer mean nothing to this model).
+    """
+
+    model: str
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    user: str | None = None

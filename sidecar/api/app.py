@@ -9,6 +9,7 @@ from flask import Flask, Response, request
 
 from sidecar.api import (
     routes_admin,
+    routes_discourse,
     routes_health,
     routes_index,
     routes_moderation,
@@ -25,8 +26,10 @@ from sidecar.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
-# Routes that answer without the API key (load balancers and scrapers call them).
-PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "health.metrics", "static"})
+# Routes that answer without the API key (load balancers and scrapers call them; Discourse
+# signs its webhook deliveries with their own secret instead).
+PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "health.metrics", "static",
+                              "discourse.discourse_webhook"})
 # Blueprints that protect themselves with another key (the moderator pages).
 SELF_AUTHENTICATED_PREFIXES = ("moderation.",)
 # A JSON \u0000 escape that is not itself escaped (preceded by an even number of backslashes).
@@ -87,6 +90,6 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
         return response
 
     for module in (routes_health, routes_search, routes_retrieve, routes_sanitize,
-                   routes_index, routes_admin, routes_moderation):
+                   routes_index, routes_discourse, routes_admin, routes_moderation):
         app.register_blueprint(module.bp)
     return app

@@ -26,7 +26,7 @@ class RouteDoc:
     request: type[BaseModel] | None = None
     response: type[BaseModel] | None = None
     status: int = 200
-    auth: str | None = "bearer"  # "bearer", "moderator" or None
+    auth: str | None = "bearer"  # "bearer", "moderator", "discourse" or None
     content_type: str = "application/json"
     errors: tuple[int, ...] = (400, 401, 413, 422)
     query: tuple[tuple[str, str, str], ...] = field(default=())  # (name, type, description)
@@ -102,6 +102,10 @@ def build_spec(title: str, version: str) -> dict[str, Any]:
                            "description": "SIDECAR_API_KEY"},
                 "moderator": {"type": "http", "scheme": "bearer",
                               "description": "SIDECAR_MODERATOR_KEY"},
+                "discourse": {"type": "apiKey", "in": "header",
+                              "name": "X-Discourse-Event-Signature",
+                              "description": "sha256=<hex HMAC-SHA256 of the raw body with "
+                                             "SIDECAR_DISCOURSE_WEBHOOK_SECRET>"},
             },
         },
     }

@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 from flask.typing import ResponseReturnValue
 
+from models.runtime import runtime_report
 from sidecar import __version__
 from sidecar.api.context import get_metrics, get_resources
 from sidecar.api.openapi import build_spec, documented
@@ -42,6 +43,7 @@ def health() -> ResponseReturnValue:
         "pgvector": res.pgvector,
         "models": _model_info(),
         "search": res.profile.describe(),
+        "onnxruntime": runtime_report(),
     })
 
 

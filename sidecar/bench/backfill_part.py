@@ -104,8 +104,8 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
     from jobs.batch import run_sync
     from jobs.context import install, uninstall
     from jobs.worker import run_worker
-    from sidecar.bootstrap import ensure_model
     from sidecar.importer import import_dump
+    from sidecar.model_setup import ensure_model
     from sidecar.resources import load_embedder, start_resources
     from sidecar.services import embedded_postgres_url, embedded_redis_url
 

@@ -32,10 +32,11 @@ from psycopg import sql
 
 from sidecar.bench.procs import wait_healthy
 from sidecar.bench.report import BenchContext, BenchTable
-from sidecar.bootstrap import demo_dir, ensure_model
+from sidecar.bootstrap import demo_dir
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.state import EvalState, StateNotReady, prepare_state
+from sidecar.model_setup import ensure_model
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -147,14 +147,11 @@ def _backfill_sync(settings: Settings, model_name: str | None, strategy: int | N
 
     from jobs import context, driver
     from jobs.batch import run_sync
-    from sidecar.bootstrap import ensure_model
     from sidecar.resources import start_resources
 
     if model_name and model_name != settings.embed_model:
         settings = settings.model_copy(update={"embed_model": model_name,
-                                               "embed_model_path": None})
-    else:
-        ensure_model(settings)
+                                               "embed_model_path": None, "embed_source": None})
     # The cross-encoder is not needed to embed posts.
     settings = settings.model_copy(update={"rerank_model": None, "rerank_model_path": None,
                                            "rerank_url": None})

@@ -51,9 +51,9 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
     if not (dump / "queries.jsonl").is_file():
         raise click.UsageError(
             f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
-    from sidecar.bootstrap import ensure_model
     from sidecar.evaluation.evaluate import run_evaluation
     from sidecar.evaluation.report import to_markdown, write_outputs
+    from sidecar.model_setup import ensure_model
 
     ensure_model(settings)
     doc = run_evaluation(settings, dump, config_names=configs, baseline=baseline,

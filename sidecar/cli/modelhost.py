@@ -117,7 +117,13 @@ class _HostApplication(BaseApplication):
 @click.pass_obj
 def model_host(settings: Settings, task: Task, host: str | None, port: int | None,
                workers: int, threads: int, access_log: bool, check: bool) -> None:
-    """Serve the embedder and cross-encoder over TEI's API (/embed, /rerank, /info, /health)."""
+    """Serve the embedder and cross-encoder over TEI's and OpenAI's APIs (/embed, /rerank,
+    /v1/embeddings, /info, /health...)."""
+    if task in ("all", "embed"):
+        from sidecar.model_setup import prepare_before_fork
+
+        # The embedder this host serves, prepared on first need (the demo model, offline).
+        prepare_before_fork(settings.model_copy(update={"embed_url": None}))
     dirs = model_dirs(settings, task)
     if check:
         from models.host import close_host_app, create_host_app

@@ -52,7 +52,8 @@ def _serve(settings: Settings, workers: int | None) -> None:
 @click.pass_obj
 def prepare(settings: Settings) -> None:
     """Prepare the model, migrate, load the demo forum and embed it; then exit."""
-    from sidecar.bootstrap import backfill_sync, ensure_model, load_demo
+    from sidecar.bootstrap import backfill_sync, load_demo
+    from sidecar.model_setup import ensure_model
     from sidecar.resources import start_resources
 
     click.echo("preparing the embedding model ...")
@@ -76,7 +77,8 @@ def prepare(settings: Settings) -> None:
 @click.option("--no-serve", is_flag=True, help="Prepare everything, then exit (for scripts).")
 @click.pass_obj
 def run(settings: Settings, workers: int, no_serve: bool) -> None:
-    """Everything on embedded defaults: PostgreSQL+pgvector, Redis, demo forum, model, API."""
+    """Everything on embedded defaults: PostgreSQL+pgvector, Redis, demo forum, model, API and
+    a worker."""
     from sidecar.apikey import ensure_api_key
     from sidecar.services import resolve_services
 
@@ -98,7 +100,33 @@ def run(settings: Settings, workers: int, no_serve: bool) -> None:
     click.echo(f"  curl -s {base}/v1/search -H \"Authorization: Bearer $SIDECAR_API_KEY\" "
                "-H 'Content-Type: application/json' -d '{\"query\": \"...\"}'")
     if not no_serve:
-        _serve(settings, workers)
+        worker = _start_worker()
+        try:
+            _serve(settings, workers)
+        finally:
+            _stop_worker(worker)
+
+
+def _start_worker() -> subprocess.Popen[bytes]:
+    """`sidecar worker` beside the demo API, so index events, webhooks and backfills get done.
+
+    In its own session: Ctrl-C reaches gunicorn only, and the worker gets exactly one SIGTERM
+    (RQ's warm shutdown: the job at hand finishes) when the server stops.
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "sidecar", "worker"], start_new_session=True)
+    click.echo(f"worker: pid {proc.pid} (index and backfill queues)")
+    return proc
+
+
+def _stop_worker(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # a job that would not finish: RQ retries it later
+        proc.kill()
+        proc.wait()
 
 
 @click.command()
@@ -106,6 +134,9 @@ def run(settings: Settings, workers: int, no_serve: bool) -> None:
 @click.pass_obj
 def serve(settings: Settings, workers: int | None) -> None:
     """Serve the API with gunicorn (no demo, no backfill): the production entry point."""
+    from sidecar.model_setup import prepare_before_fork
+
+    prepare_before_fork(settings)  # the embedding model, on first need
     _serve(settings, workers)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sidecar.bootstrap import ensure_model
+from sidecar.model_setup import ensure_model
 from sidecar.profile import write_profile
 from sidecar.settings import Settings
 from sidecar.tuning.judgements import SOURCES

@@ -2,10 +2,11 @@
 
 It follows Ollama's documented wire format (docs/api.md): ``POST /api/chat`` answers one JSON
 object (``"stream": false``) or NDJSON chunks ending with a ``"done": true`` chunk (streamed, the
-default when ``stream`` is absent); ``GET /api/tags`` lists models; ``POST /api/show`` describes
-one; ``GET /api/version``. Errors are ``{"error": "..."}`` with Ollama's status codes (404
-``model 'x' not found``, 400 for a malformed body, 500...). Replies, delays and errors are set per
-test; every request is recorded.
+default when ``stream`` is absent); ``POST /api/embed`` answers ``{"model", "embeddings"}`` for
+the embedding models a test serves (vectors from a real ONNX model); ``GET /api/tags`` lists
+models; ``POST /api/show`` describes one; ``GET /api/version``. Errors are ``{"error": "..."}``
+with Ollama's status codes (404 ``model 'x' not found``, 400 for a malformed body, 500...).
+Replies, delays and errors are set per test; every request is recorded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = str | Callable[[list[dict[str, Any]]], str]
+# An embedding model: texts -> float32 rows (e.g. the bound ``embed`` of an ONNX embedder).
+EmbedFn = Callable[[list[str]], Any]
 
 
 @dataclass
@@ -34,6 +37,8 @@ class OllamaBehaviour:
     error: str = "internal error"
     stream_error: str | None = None  # an {"error": ...} line in the middle of a stream
     chunk_chars: int = 4  # streamed replies come in pieces of this size
+    embedders: dict[str, EmbedFn] = field(default_factory=dict)  # name -> texts to vectors
+    context_length: int = 256  # what /api/show says of the embedding models
 
 
 @dataclass
@@ -74,6 +79,11 @@ class OllamaServer:
         """How many ``/api/chat`` requests arrived."""
         with self._lock:
             return sum(1 for r in self.requests if r.path == "/api/chat")
+
+    def embed_requests(self) -> list[dict[str, Any]]:
+        """The bodies of the ``/api/embed`` requests, oldest first."""
+        with self._lock:
+            return [r.body or {} for r in self.requests if r.path == "/api/embed"]
 
     def chat_requests(self) -> list[dict[str, Any]]:
         """The bodies of the ``/api/chat`` requests, oldest first."""
@@ -131,8 +141,8 @@ class OllamaServer:
             def do_GET(self) -> None:
                 server._record(RecordedRequest("GET", self.path, None))
                 if self.path == "/api/tags":
-                    self._send_json(200, {"models": [_model_entry(m)
-                                                     for m in server.behaviour.models]})
+                    names = [*server.behaviour.models, *server.behaviour.embedders]
+                    self._send_json(200, {"models": [_model_entry(m) for m in names]})
                 elif self.path == "/api/version":
                     self._send_json(200, {"version": "0.12.6"})
                 elif self.path == "/":
@@ -152,11 +162,24 @@ class OllamaServer:
                     self._show(body)
                 elif self.path == "/api/chat":
                     self._chat(body)
+                elif self.path == "/api/embed":
+                    self._embed(body)
                 else:
                     self._send_json(404, {"error": "404 page not found"})
 
             def _show(self, body: dict[str, Any] | None) -> None:
                 name = (body or {}).get("model") or (body or {}).get("name")
+                if name in server.behaviour.embedders:
+                    size = server.behaviour.context_length
+                    self._send_json(200, {
+                        "modelfile": f"FROM {name}", "parameters": "", "template": "",
+                        "details": {**_details(), "family": "bert", "families": ["bert"]},
+                        "model_info": {"general.architecture": "bert",
+                                       "bert.context_length": size,
+                                       "bert.embedding_length": 384},
+                        "capabilities": ["embedding"], "modified_at": _now(),
+                    })
+                    return
                 if name not in server.behaviour.models:
                     self._send_json(404, {"error": f"model '{name}' not found"})
                     return
@@ -166,6 +189,39 @@ class OllamaServer:
                     "capabilities": ["completion", "thinking"],
                     "modified_at": _now(),
                 })
+
+            def _embed(self, body: dict[str, Any] | None) -> None:
+                b = server.behaviour
+                if body is None or "__invalid__" in body:
+                    self._send_json(400, {"error": "invalid request body"})
+                    return
+                model, given = body.get("model"), body.get("input")
+                if not model:
+                    self._send_json(400, {"error": "model is required"})
+                    return
+                if b.status is not None:
+                    self._send_json(b.status, {"error": b.error})
+                    return
+                if model in b.models:
+                    self._send_json(400, {"error": f'"{model}" does not support embeddings'})
+                    return
+                if model not in b.embedders:
+                    self._send_json(404, {"error": f'model "{model}" not found, try pulling '
+                                                   "it first"})
+                    return
+                texts = [given] if isinstance(given, str) else given
+                if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                    self._send_json(400, {"error": "invalid input type"})
+                    return
+                if b.delay_s:
+                    time.sleep(b.delay_s)
+                # Ollama cuts each input at num_ctx tokens (truncate defaults to true); the ONNX
+                # model behind cuts at its own window, the same thing for these tests.
+                rows = b.embedders[model](texts) if texts else []
+                self._send_json(200, {"model": model,
+                                      "embeddings": [[float(x) for x in r] for r in rows],
+                                      "total_duration": 1_000_000, "load_duration": 10_000,
+                                      "prompt_eval_count": sum(len(t.split()) for t in texts)})
 
             def _chat(self, body: dict[str, Any] | None) -> None:
                 b = server.behaviour

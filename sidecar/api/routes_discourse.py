@@ -1,0 +1,141 @@
+"""POST /v1/discourse/webhook: a stock Discourse's own webhooks, instead of a plugin.
+
+A delivery is authenticated by ``X-Discourse-Event-Signature: sha256=<hex HMAC-SHA256 of the raw
+body>`` with ``SIDECAR_DISCOURSE_WEBHOOK_SECRET`` (the route answers 404 while that is unset),
+applied at most once per ``X-Discourse-Event-Id`` (a Redis key shared by every API node), and
+turned into the same index events as ``POST /v1/index/events``. The payload only says which
+post, topic or category to look at: what is public and what is embedded is read from the
+database when the event is applied, since deliveries are snapshots that may arrive late or out
+of order. Every signed delivery gets a 2xx at once (unknown events: ``ignored``), so Discourse
+neither retries nor deactivates the hook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any, Literal
+
+from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobs.events import apply_event
+from sidecar.api.context import get_resources
+from sidecar.api.openapi import documented
+from sidecar.errors import BadRequest, InvalidInput, NotFound, SidecarError, Unauthorized
+
+bp = Blueprint("discourse", __name__)
+
+# Discourse retries a failed delivery over about 2.6 hours, and an admin may redeliver one from
+# its page later: an id is remembered for a week.
+DEDUP_TTL_S = 7 * 24 * 3600
+# Discourse's post events that name the same index event here; post_destroyed removes vectors.
+POST_EVENTS = {"post_created": "post_created", "post_edited": "post_edited",
+               "post_recovered": "post_recovered", "post_destroyed": "post_deleted"}
+# Every topic_* and category_* event (created, edited, destroyed, recovered, status updated...)
+# re-checks the posts in scope.
+SCOPE_EVENTS = {"topic": "topic_changed", "category": "category_changed"}
+
+
+class UnsupportedMediaType(SidecarError):
+    """A delivery that is not JSON (the webhook's content type must be application/json)."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
+class DiscourseDelivery(BaseModel):
+    """What a delivery's body holds: one object under its event type (extra fields ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    post: dict[str, Any] | None = Field(default=None, description="`post_*` events: `id` read.")
+    topic: dict[str, Any] | None = Field(default=None, description="`topic_*` events: `id`.")
+    category: dict[str, Any] | None = Field(default=None, description="`category_*`: `id`.")
+    ping: str | None = Field(default=None, description="`ping` events: \"OK\".")
+
+
+class WebhookAnswer(BaseModel):
+    """What the sidecar did with a delivery."""
+
+    status: Literal["applied", "duplicate", "ignored", "pong"]
+    discourse_event: str
+    event_id: str | None = None
+    event: str | None = Field(default=None, description="The index event it became.")
+    ids: int | None = None
+    vectors_removed: int | None = None
+    queued_posts: int | None = None
+    job_ids: list[str] | None = None
+
+
+def check_signature(raw: bytes, header: str, secret: str) -> None:
+    """Raise Unauthorized unless ``header`` is ``sha256=`` + the body's HMAC (constant time)."""
+    expected = "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+    if not header:
+        raise Unauthorized("missing X-Discourse-Event-Signature: set the webhook's secret in "
+                           "Discourse to SIDECAR_DISCOURSE_WEBHOOK_SECRET")
+    if not hmac.compare_digest(header.strip().lower().encode(), expected.encode()):
+        raise Unauthorized("X-Discourse-Event-Signature does not match the body")
+
+
+def index_event(name: str, body: dict[str, Any]) -> tuple[str, list[int]] | None:
+    """The index event and ids a Discourse event stands for, or None when it concerns no post."""
+    kind = "post" if name in POST_EVENTS else name.partition("_")[0]
+    if name not in POST_EVENTS and kind not in SCOPE_EVENTS:
+        return None
+    obj = body.get(kind)
+    ident = obj.get("id") if isinstance(obj, dict) else None
+    if isinstance(ident, bool) or not isinstance(ident, int) or not 0 < ident < 2**31:
+        raise InvalidInput(f"a {name} delivery needs {{\"{kind}\": {{\"id\": <integer>}}}}")
+    return POST_EVENTS.get(name) or SCOPE_EVENTS[kind], [ident]
+
+
+@bp.post("/v1/discourse/webhook")
+@documented(path="/v1/discourse/webhook", method="post", tag="index", auth="discourse",
+            request=DiscourseDelivery, response=WebhookAnswer, status=202,
+            errors=(400, 401, 404, 413, 415, 422),
+            summary="Discourse's own webhook deliveries (post, topic, category events; ping). "
+                    "Signed with the webhook's secret; 202 when applied, 200 for a ping, a "
+                    "duplicate or an event that concerns no post; 404 while "
+                    "SIDECAR_DISCOURSE_WEBHOOK_SECRET is unset.")
+def discourse_webhook() -> ResponseReturnValue:
+    """Check the signature, forget redeliveries, apply the index event."""
+    res = get_resources()
+    secret = res.settings.discourse_webhook_secret
+    if secret is None:
+        raise NotFound("Discourse webhooks are off: set SIDECAR_DISCOURSE_WEBHOOK_SECRET")
+    if request.mimetype != "application/json":  # a form body is parsed away before this
+        raise UnsupportedMediaType("set the webhook's content type to application/json")
+    raw = request.get_data(cache=True)
+    check_signature(raw, request.headers.get("X-Discourse-Event-Signature", ""),
+                    secret.get_secret_value())
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise BadRequest("the delivery's body is not JSON") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("the delivery's body must be a JSON object")
+    name = request.headers.get("X-Discourse-Event", "")
+    event_id = request.headers.get("X-Discourse-Event-Id") or None
+    answer: dict[str, Any] = {"discourse_event": name, "event_id": event_id}
+    if name == "ping" or request.headers.get("X-Discourse-Event-Type") == "ping":
+        return jsonify({"status": "pong", **answer}), 200
+    target = index_event(name, body)
+    if target is None:
+        return jsonify({"status": "ignored", **answer}), 200
+    key = None
+    if event_id is not None:
+        # One Redis key per delivery id (per forum): every API node sees it.
+        instance = request.headers.get("X-Discourse-Instance", "")
+        key = f"{res.settings.queue_prefix}:discourse-event:{instance}:{event_id}"
+        if not res.redis.set(key, "1", nx=True, ex=DEDUP_TTL_S):
+            return jsonify({"status": "duplicate", **answer}), 200
+    try:
+        outcome = apply_event(res, *target)
+    except Exception:
+        if key is not None:  # not applied: Discourse's retry must not be taken for a duplicate
+            res.redis.delete(key)
+        raise
+    return jsonify({"status": "applied", **answer, **outcome.as_dict()}), 202

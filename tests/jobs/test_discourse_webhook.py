@@ -1,0 +1,222 @@
+"""POST /v1/discourse/webhook: signed Discourse deliveries become index events, applied once.
+
+Deliveries are built as Discourse builds them (headers of `emit_web_hook_event.rb`, the body
+`{"post": {...}}`, `sha256=` + HMAC-SHA256 of the raw body); the jobs are worked by a real RQ
+worker (`SimpleWorker.work(burst=True)`) on real Redis and PostgreSQL, and the new post is then
+found by `/v1/search`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from jobs import queues
+from sidecar.bootstrap import backfill_sync
+from sidecar.errors import ServiceUnavailable
+from sidecar.resources import Resources
+from tests.conftest import API_KEY
+from tests.helpers import add_post, discourse_delivery
+from tests.jobs.conftest import public_post_ids, vector_rows, work
+
+SECRET = "a-webhook-secret-of-32-chars-000"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+QUESTION = "How do I descale my espresso machine with citric acid?"
+ANSWER = ("Descaling the espresso machine: dissolve 30 g of citric acid in a litre of water, run "
+          "half through the group head and the steam wand, wait twenty minutes, then flush with "
+          "two full tanks of clean water before pulling a shot.")
+_ids = itertools.count(9001)
+
+
+def with_secret(res: Resources) -> Resources:
+    settings = res.settings.model_copy(update={"discourse_webhook_secret": SecretStr(SECRET)})
+    return dataclasses.replace(res, settings=settings)
+
+
+@pytest.fixture
+def forum(dummy_res: Resources) -> Iterator[Resources]:
+    """The demo forum (the fast DummyEmbedder, nothing embedded yet), webhooks on."""
+    yield with_secret(dummy_res)
+
+
+@pytest.fixture
+def api(forum: Resources) -> Any:
+    from sidecar.api import create_app
+
+    return create_app(forum.settings, forum).test_client()
+
+
+def deliver(api: Any, event: str, body: dict[str, Any], *, event_id: int | None = None,
+            secret: str = SECRET, **options: Any) -> Any:
+    """One delivery, with the headers Discourse sends."""
+    raw, headers = discourse_delivery(event, body, secret,
+                                      next(_ids) if event_id is None else event_id, **options)
+    return api.post("/v1/discourse/webhook", data=raw, headers=headers)
+
+
+def post_payload(post: dict[str, Any], archetype: str = "regular") -> dict[str, Any]:
+    """A `WebHookPostSerializer` body (the snapshot: the sidecar reads the database)."""
+    return {"post": {"id": post["id"], "topic_id": post["topic_id"], "post_number":
+                     post["post_number"], "post_type": 1, "raw": post["raw"], "cooked":
+                     post["cooked"], "hidden": False, "user_deleted": False,
+                     "topic_archetype": archetype, "category_id": None}}
+
+
+def search_post_ids(api: Any) -> list[int]:
+    resp = api.post("/v1/search", json={"query": QUESTION, "limit": 3, "mode": "semantic"},
+                    headers=AUTH)
+    assert resp.status_code == 200, resp.json
+    return [r["post"]["id"] for r in resp.json["results"]]
+
+
+PUBLIC_TOPIC = "SELECT id FROM topics WHERE id = 20"
+PM_TOPIC = "SELECT id FROM topics WHERE archetype = 'private_message' ORDER BY id LIMIT 1"
+RESTRICTED_TOPIC = ("SELECT t.id FROM topics t JOIN categories c ON c.id = t.category_id"
+                    " WHERE c.read_restricted AND t.archetype = 'regular' ORDER BY t.id LIMIT 1")
+
+
+def test_a_signed_post_created_makes_a_public_post_searchable(demo_res: Resources) -> None:
+    from sidecar.api import create_app
+
+    backfill_sync(demo_res, 1, progress=False)  # the forum embedded with MiniLM
+    forum = with_secret(demo_res)
+    api = create_app(forum.settings, forum).test_client()
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    assert post["id"] not in search_post_ids(api)
+    resp = deliver(api, "post_created", post_payload(post))
+    assert resp.status_code == 202, resp.json
+    assert resp.json["status"] == "applied" and resp.json["event"] == "post_created"
+    assert resp.json["queued_posts"] == 1 and len(resp.json["job_ids"]) == 1
+    work(forum)  # a real RQ SimpleWorker, burst
+    assert search_post_ids(api)[0] == post["id"]
+
+
+@pytest.mark.parametrize("topic_sql", [PM_TOPIC, RESTRICTED_TOPIC],
+                         ids=["private-message", "restricted-category"])
+def test_a_private_post_embeds_nothing(api: Any, forum: Resources, topic_sql: str) -> None:
+    before = vector_rows(forum.urls.database_url, forum.model.id)
+    post = add_post(forum.urls.database_url, topic_sql, ANSWER)
+    # Even a payload that claims the post is a regular public one: the database decides.
+    resp = deliver(api, "post_created", post_payload(post))
+    assert resp.status_code == 202
+    assert (resp.json["queued_posts"], resp.json["job_ids"]) == (0, [])
+    work(forum)
+    assert vector_rows(forum.urls.database_url, forum.model.id) == before
+
+
+def test_signatures_are_checked(api: Any, forum: Resources) -> None:
+    body = {"post": {"id": 1}}
+    for kwargs in ({"secret": "another-secret-of-the-same-size"}, {"signature": ""},
+                   {"signature": "sha1=0123"}):
+        resp = deliver(api, "post_created", body, **kwargs)
+        assert resp.status_code == 401, resp.json
+        assert resp.json["error"]["code"] == "unauthorized"
+    assert forum.redis.llen(queues.queue(forum.redis, forum.settings, "index").key) == 0
+    # Signed with the right secret but tampered with on the way: 401 as well.
+    raw = json.dumps(body).encode()
+    signature = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
+    tampered = api.post("/v1/discourse/webhook", data=raw.replace(b"1", b"2"), headers={
+        "X-Discourse-Event": "post_created", "X-Discourse-Event-Signature": signature,
+        "Content-Type": "application/json"})
+    assert tampered.status_code == 401
+
+
+def test_a_redelivered_event_id_is_applied_once_across_api_nodes(
+    forum: Resources, api: Any
+) -> None:
+    from sidecar.api import create_app
+
+    other_node = create_app(forum.settings, forum).test_client()
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    first = deliver(api, "post_edited", post_payload(post), event_id=4242)
+    again = deliver(other_node, "post_edited", post_payload(post), event_id=4242)
+    assert first.status_code == 202 and first.json["status"] == "applied"
+    assert again.status_code == 200 and again.json["status"] == "duplicate"
+    index = queues.queue(forum.redis, forum.settings, "index")
+    assert index.count == 1
+    # Another delivery (another id) is applied.
+    assert deliver(api, "post_edited", post_payload(post), event_id=4243).status_code == 202
+
+
+def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
+    api: Any, forum: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.api import routes_discourse
+
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+
+    def down(*args: Any) -> Any:
+        raise ServiceUnavailable("the database is not reachable right now")
+
+    monkeypatch.setattr(routes_discourse, "apply_event", down)
+    failed = deliver(api, "post_created", post_payload(post), event_id=777)
+    assert failed.status_code == 503  # Discourse retries it later, with the same id
+    monkeypatch.undo()
+    retried = deliver(api, "post_created", post_payload(post), event_id=777)
+    assert retried.status_code == 202 and retried.json["queued_posts"] == 1
+
+
+def test_events_map_to_the_index_events(api: Any, forum: Resources) -> None:
+    from sidecar.indexing import Indexer
+
+    gone = min(public_post_ids(forum.urls.database_url))
+    assert Indexer(forum.db, forum.embedder, forum.model).embed_posts([gone]).embedded == 1
+    destroyed = deliver(api, "post_destroyed", {"post": {"id": gone}})
+    assert destroyed.json["event"] == "post_deleted" and destroyed.json["vectors_removed"] == 1
+    for name, kind, event in (("topic_edited", "topic", "topic_changed"),
+                              ("topic_visible_status_updated", "topic", "topic_changed"),
+                              ("topic_destroyed", "topic", "topic_changed"),
+                              ("category_updated", "category", "category_changed"),
+                              ("post_recovered", "post", "post_recovered")):
+        resp = deliver(api, name, {kind: {"id": 20 if kind != "category" else 1}})
+        assert resp.status_code == 202 and resp.json["event"] == event, (name, resp.json)
+    ping = deliver(api, "ping", {"ping": "OK"})
+    assert ping.status_code == 200 and ping.json["status"] == "pong"
+    for name in ("user_created", "tag_created", "post_liked", "solved_accepted"):
+        ignored = deliver(api, name, {"user": {"id": 3}})
+        assert ignored.status_code == 200 and ignored.json["status"] == "ignored", name
+
+
+def test_bad_deliveries_are_json_4xx(api: Any) -> None:
+    assert deliver(api, "post_created", {"post": {}}).status_code == 422
+    assert deliver(api, "post_created", {"post": {"id": "12"}}).status_code == 422
+    assert deliver(api, "topic_created", {"post": {"id": 12}}).status_code == 422
+    form = deliver(api, "post_created", {"post": {"id": 1}},
+                   content_type="application/x-www-form-urlencoded")
+    assert form.status_code == 415 and "application/json" in form.json["error"]["message"]
+    raw = b"[not json"
+    signature = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
+    broken = api.post("/v1/discourse/webhook", data=raw, headers={
+        "X-Discourse-Event": "post_created", "X-Discourse-Event-Signature": signature,
+        "Content-Type": "application/json"})
+    assert broken.status_code == 400 and broken.json["error"]["code"] == "bad_request"
+
+
+def test_the_route_is_off_without_a_secret(demo_res: Resources) -> None:
+    from sidecar.api import create_app
+
+    client = create_app(demo_res.settings, demo_res).test_client()
+    resp = deliver(client, "ping", {"ping": "OK"})
+    assert resp.status_code == 404
+    assert "SIDECAR_DISCOURSE_WEBHOOK_SECRET" in resp.json["error"]["message"]
+    spec = client.get("/v1/openapi.json", headers=AUTH).json
+    operation = spec["paths"]["/v1/discourse/webhook"]["post"]
+    assert operation["security"] == [{"discourse": []}]
+    assert {"202", "401", "404"} <= set(operation["responses"])
+
+
+def test_a_short_secret_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from sidecar.settings import Settings
+
+    with pytest.raises(ValidationError, match="at least 12 characters"):
+        Settings(discourse_webhook_secret=SecretStr("short"))
