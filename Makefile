@@ -47,8 +47,12 @@ lint: $(DEV)
 bench: $(DEV)
 	$(BIN)/sidecar bench --out bench-results
 
+# Three query sets: the eval forum's questions as one text and as a topic has them (title as the
+# query, body as its details), and the demo forum's own questions (keyword and paraphrase, FR/EN).
 eval: $(DEV)
 	$(BIN)/sidecar eval --out eval-results/eval.json
+	$(BIN)/sidecar eval --query subject+body --out eval-results/eval-titled.json
+	$(BIN)/sidecar eval --dump sidecar/demo --out eval-results/eval-demo.json
 
 clean:
 	rm -rf $(VENV) .sidecar .pytest_cache .mypy_cache .ruff_cache
