@@ -31,3 +31,12 @@ def growth(fn: Callable[[str], object], make: Callable[[int], str], n: int,
     t_small = best_time(lambda: fn(small), repeats)
     t_large = best_time(lambda: fn(large), max(2, repeats // 2))
     return t_large / max(t_small, 1e-6)
+
+
+def relative_cost(fn: Callable[[str], object], text: str, baseline: str,
+                  repeats: int = 2) -> float:
+    """How much longer ``fn`` takes on ``text`` than on ``baseline`` (e.g. prose, same length)."""
+    fn(baseline)
+    t_base = best_time(lambda: fn(baseline), repeats)
+    t_text = best_time(lambda: fn(text), repeats)
+    return t_text / max(t_base, 1e-6)

@@ -265,3 +265,32 @@ def test_property_plain_prose_is_kept_as_written(text: str) -> None:
 def test_pathological_inputs_finish(text: str) -> None:
     result = run(text[:50_000])
     assert audit(result.text, ALLOWED) == []
+
+
+# "[a](" repeated took 2.6 s at 50,000 characters (the most an answer may hold): each "(" scanned
+# up to 2,048 characters. Every scan must grow linearly (tests/timing.py), and no pattern may cost
+# much more than prose of the same length, measured in the same run.
+LINEAR_UNITS = ["[a](", "[a](b", "[a](<", "<!--", "<a ", "``x", "[[1]]", "http://e.com/ ",
+                "@a ", "#a "]
+
+
+def _repeat(unit: str, n: int) -> str:
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("unit", LINEAR_UNITS)
+def test_the_sanitizer_is_linear_on_pathological_input(unit: str) -> None:
+    from tests.timing import GROWTH_BOUND, growth
+
+    ratio = growth(run, lambda n: _repeat(unit, n), 6_250, repeats=3)
+    assert ratio < GROWTH_BOUND, f"{unit!r}: 4x the input took {ratio:.1f}x the time"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("unit", ["[a](", "[a](b"])
+def test_pathological_input_costs_about_what_prose_costs(unit: str) -> None:
+    from tests.timing import relative_cost
+
+    cost = relative_cost(run, _repeat(unit, 25_000), _repeat("Caddy or nginx? ", 25_000))
+    assert cost < 4, f"{unit!r} took {cost:.1f}x the time of prose of the same length"
