@@ -7,7 +7,8 @@ entity-encoded characters are escaped, raw HTML is dropped (the content of ``<sc
 ``<style>``, ``<iframe>``, ``<svg>``... with it), images are reduced to their alt text, and a
 link is written only when the ``link`` callback returns a URL for it. Generated links are held as
 private-use marker characters until the end, so that removing something next to them can
-never splice text into a link, and ``finish`` (the bare-URL pass) never touches them.
+never splice text into a link, and ``finish`` (the bare-URL pass) never touches them. ``@mentions`` and ``#hashtags`` that Discourse would bring alive are made
+inert (``sidecar.core.mentions``).
 
 With ``keep_code`` the contents of fenced code blocks and code spans are kept verbatim (they
 render as literal text); the sanitizer's final check catches any disagreement with a real
@@ -45,6 +46,7 @@ from sidecar.core.markdown_syntax import (
     normalize_label,
     parse_destination,
 )
+from sidecar.core.mentions import make_inert
 
 CitationFn = Callable[[list[int], str], list[tuple[str, str]]]
 LinkFn = Callable[[str, str], "str | None"]
@@ -89,7 +91,10 @@ class Scanner:
         for label, dest in self.refs.items():
             if label not in self.used_refs:
                 self.report("link", dest, "unused reference definition removed")
-        return self._expand(self.finish(work, False))
+        # Mentions and hashtags go inert last, once no removal can bring a new neighbour to an
+        # "@" or "#"; written links still wait as markers, so their URLs are never touched.
+        work = make_inert(self.finish(work, False), self.options.keep_code)
+        return self._expand(work)
 
     # -- blocks --------------------------------------------------------------------------------
     def _take_definitions(self, text: str) -> str:
