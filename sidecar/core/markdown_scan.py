@@ -7,8 +7,9 @@ entity-encoded characters are escaped, raw HTML is dropped (the content of ``<sc
 ``<style>``, ``<iframe>``, ``<svg>``... with it), images are reduced to their alt text, and a
 link is written only when the ``link`` callback returns a URL for it. Generated links are held as
 private-use marker characters until the end, so that removing something next to them can
-never splice text into a link, and ``finish`` (the bare-URL pass) never touches them. ``@mentions`` and ``#hashtags`` that Discourse would bring alive are made
-inert (``sidecar.core.mentions``).
+never splice text into a link, and ``finish`` (the bare-URL pass) never touches them.
+``@mentions`` and ``#hashtags`` that Discourse would bring alive are made inert
+(``sidecar.core.mentions``).
 
 With ``keep_code`` the contents of fenced code blocks and code spans are kept verbatim (they
 render as literal text); the sanitizer's final check catches any disagreement with a real
