@@ -21,7 +21,7 @@ from jobs.env import Env
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import RegisteredModel, delete_embeddings, delete_not_public
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, category_subtree
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +61,18 @@ def public_post_ids(conn: DictConn, post_ids: Sequence[int], min_chars: int = 1)
 
 def public_posts_in_scope(conn: DictConn, *, topic_ids: Sequence[int] = (),
                           category_ids: Sequence[int] = (), min_chars: int = 1) -> list[int]:
-    """Public posts of these topics, or of the topics of these categories and subcategories."""
+    """Public posts of these topics, or of the topics of these categories and their
+    subcategories at any depth."""
     rows = conn.execute(
         sql.SQL(
             """
             SELECT p.id FROM posts p {joins}
             WHERE {public} AND length(p.raw) >= %(min_chars)s
-              AND (t.id = ANY(%(topics)s::int[]) OR c.id = ANY(%(cats)s::int[])
-                   OR pc.id = ANY(%(cats)s::int[]))
+              AND (t.id = ANY(%(topics)s::int[]) OR c.id IN {subtree})
             ORDER BY t.bumped_at DESC, t.id DESC, p.post_number
             """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 subtree=sql.SQL(category_subtree("SELECT unnest(%(cats)s::int[])"))),
         {"topics": list(topic_ids), "cats": list(category_ids), "min_chars": min_chars},
     ).fetchall()
     return [int(r["id"]) for r in rows]

@@ -13,7 +13,7 @@ from pgvector import HalfVector
 from psycopg import sql
 
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, category_subtree
 from sidecar.errors import Conflict
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,9 @@ def delete_not_public(
     """Remove every vector of the posts in scope that are not public now (or no longer exist).
 
     The scope is the given posts, every post of the given topics, and every post of the topics
-    in the given categories or in their subcategories (a parent turned read-restricted hides its
-    children). One set-based statement, so even a large category is handled inside the request.
+    in the given categories or in their subcategories at any depth (a parent turned
+    read-restricted hides its whole subtree). One set-based statement, so even a large category
+    is handled inside the request.
     Only rows of the sidecar's registered models are touched.
     """
     cur = conn.execute(
@@ -163,9 +164,7 @@ def delete_not_public(
                 SELECT p.id FROM posts p WHERE p.topic_id = ANY(%(topics)s::int[])
                 UNION
                 SELECT p.id FROM posts p JOIN topics t ON t.id = p.topic_id
-                LEFT JOIN categories c ON c.id = t.category_id
-                WHERE t.category_id = ANY(%(cats)s::int[])
-                   OR c.parent_category_id = ANY(%(cats)s::int[])
+                WHERE t.category_id IN {subtree}
             ), public AS (
                 SELECT p.id FROM posts p {joins}
                 WHERE p.id IN (SELECT post_id FROM scope) AND {public}
@@ -175,7 +174,8 @@ def delete_not_public(
               AND e.post_id NOT IN (SELECT id FROM public)
               AND e.model_id IN (SELECT id FROM sidecar_embedding_models)
             """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 subtree=sql.SQL(category_subtree("SELECT unnest(%(cats)s::int[])"))),
         {"posts": list(post_ids), "topics": list(topic_ids), "cats": list(category_ids)},
     )
     return cur.rowcount
