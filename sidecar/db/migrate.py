@@ -27,7 +27,7 @@ _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # The columns the sidecar reads from a real forum; checked when it does not own the database.
 REQUIRED_FORUM_COLUMNS: dict[str, tuple[str, ...]] = {
     "posts": ("id", "topic_id", "post_number", "raw", "cooked", "deleted_at", "hidden",
-              "post_type", "updated_at", "reply_to_post_number", "user_deleted"),
+              "hidden_at", "post_type", "updated_at", "reply_to_post_number", "user_deleted"),
     "topics": ("id", "title", "slug", "category_id", "archetype", "visible", "deleted_at",
                "bumped_at"),
     "categories": ("id", "name", "slug", "read_restricted", "parent_category_id"),
