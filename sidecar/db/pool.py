@@ -49,13 +49,15 @@ class Database:
         self.pool.close()
 
     @contextmanager
-    def connection(self) -> Iterator[DictConn]:
+    def connection(self, timeout: float = 30.0) -> Iterator[DictConn]:
         """A pooled connection; the transaction commits on success and rolls back on error."""
         try:
-            with self.pool.connection(timeout=30.0) as conn:
+            with self.pool.connection(timeout=timeout) as conn:
                 yield conn
         except psycopg.OperationalError as exc:
-            raise ServiceUnavailable(f"database unavailable: {exc}") from exc
+            # The driver's message names host, port and user: for the log, not the response.
+            raise ServiceUnavailable("the database is unavailable right now; retry shortly",
+                                     internal=str(exc)) from exc
 
     def ping(self) -> bool:
         """True when the database answers a trivial query."""
