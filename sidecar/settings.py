@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     max_request_bytes: int = 256 * 1024
     workers: int = 2
     threads: int = 4
+    # Reverse proxies in front that are trusted to append the client to X-Forwarded-For (and set
+    # X-Forwarded-Proto): 0 means none, and the headers are ignored.
+    proxy_hops: int = Field(default=0, ge=0)
 
     # --- corpus ---------------------------------------------------------------------------
     ts_config: str = "english"

@@ -6,6 +6,7 @@ import logging
 import re
 
 from flask import Flask, Response, request
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from sidecar.api import (
     routes_admin,
@@ -63,6 +64,10 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
     resources = resources or start_resources(settings)
 
     app = Flask("sidecar")
+    if settings.proxy_hops:
+        # The client address (throttling, logs) and scheme as the trusted proxies report them.
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["sidecar"] = resources

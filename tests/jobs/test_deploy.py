@@ -22,7 +22,7 @@ from tests.conftest import API_KEY
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ENV_LINE = re.compile(r"^(#?)([A-Z][A-Z0-9_]*)=(.*)$")
 # Values the example sets on purpose to something other than the default.
-NOT_DEFAULT = {"SIDECAR_STATE_DIR"}
+NOT_DEFAULT = {"SIDECAR_STATE_DIR", "SIDECAR_PROXY_HOPS"}
 
 
 def _env_name(name: str, field: Any) -> str:
