@@ -35,6 +35,9 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             configure=_configure,
+            # A connection is checked (one empty round trip) before it is lent: after a
+            # PostgreSQL restart, stale connections are replaced instead of failing a request.
+            check=ConnectionPool.check_connection,
             kwargs={"row_factory": dict_row, "autocommit": False},
             open=False,
             name="sidecar",
