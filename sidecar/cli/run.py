@@ -34,9 +34,10 @@ class _Gunicorn(BaseApplication):
 
 
 def _serve(settings: Settings, workers: int | None) -> None:
-    from sidecar.gunicorn_hooks import worker_exit
+    from sidecar.gunicorn_hooks import on_starting, worker_exit
 
     _Gunicorn(settings, {
+        "on_starting": on_starting,
         "worker_exit": worker_exit,
         "bind": f"{settings.host}:{settings.port}",
         "workers": workers or settings.workers,
@@ -105,7 +106,14 @@ def run(settings: Settings, workers: int, no_serve: bool) -> None:
 @click.option("--workers", type=int, default=None, help="Default: SIDECAR_WORKERS.")
 @click.pass_obj
 def serve(settings: Settings, workers: int | None) -> None:
-    """Serve the API with gunicorn (no demo, no backfill): the production entry point."""
+    """Serve the API with gunicorn (no demo, no backfill): the production entry point.
+
+    The schema is upgraded here, once, before the workers start (they never migrate).
+    """
+    from sidecar.db.migrate import upgrade
+    from sidecar.services import resolve_services
+
+    upgrade(resolve_services(settings).database_url)
     _serve(settings, workers)
 
 

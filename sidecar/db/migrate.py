@@ -128,6 +128,29 @@ def check_forum_columns(conn: psycopg.Connection[Any]) -> None:
         )
 
 
+def check_current(url: str) -> None:
+    """Fail clearly unless ``sidecar db upgrade`` has brought this database's schema up to date.
+
+    What a process that must not migrate (a gunicorn worker) checks at start-up, before its
+    pool opens (the pool's connections need the vector types).
+    """
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute(_VECTOR_VERSION).fetchone() is None \
+                or not _table_exists(conn, "sidecar_schema_migrations"):
+            raise ConfigurationError(
+                "this database has no sidecar schema yet: run `sidecar db upgrade` first (the "
+                "systemd unit runs it before gunicorn starts; `sidecar run` does it itself)")
+        tracks = ["forum", "sidecar"] if forum_owned(conn) else ["sidecar"]
+        done = {(r[0], r[1]) for r in conn.execute(
+            "SELECT track, version FROM sidecar_schema_migrations").fetchall()}
+    missing = [f"{track}/{m.version:04d}_{m.name}" for track in tracks
+               for m in load_migrations(track) if (track, m.version) not in done]
+    if missing:
+        raise ConfigurationError(
+            f"the database schema is behind this version of the sidecar (missing "
+            f"{', '.join(missing)}): run `sidecar db upgrade`")
+
+
 def upgrade(url: str) -> dict[str, object]:
     """Bring the database to the latest schema. Returns what was done, for the CLI to print."""
     applied: list[str] = []

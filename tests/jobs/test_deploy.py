@@ -107,6 +107,9 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_gunicorn_serves_the_app_factory(tmp_path: Path, db_url: str, redis_url: str,
                                          minilm_dir: Path) -> None:
+    from sidecar.db.migrate import upgrade
+
+    upgrade(db_url)  # the unit's ExecStartPre: workers only check the schema
     port = _free_port()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("SIDECAR_") and k not in {"DATABASE_URL", "REDIS_URL"}}
