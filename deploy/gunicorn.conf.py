@@ -5,7 +5,8 @@
 Everything comes from the same ``SIDECAR_*`` settings as the rest of the sidecar (bind address,
 workers, threads, log level), so the environment file of the systemd unit is the only place to
 configure it. The app is created in each worker after the fork (no ``preload_app``): ONNX Runtime
-sessions and database pools must not cross a fork.
+sessions and database pools must not cross a fork. Workers never migrate: run
+``sidecar db upgrade`` first (the systemd unit's ExecStartPre does).
 """
 
 from sidecar.settings import load_settings
@@ -30,5 +31,6 @@ forwarded_allow_ips = "127.0.0.1,::1"
 proc_name = "sidecar-api"
 
 
-# Close each worker's connection pool on exit (its threads are not daemons).
-from sidecar.gunicorn_hooks import worker_exit  # noqa: E402, F401
+# Metrics of every worker added up (PROMETHEUS_MULTIPROC_DIR, emptied at start); each worker's
+# connection pool closed on exit (its threads are not daemons).
+from sidecar.gunicorn_hooks import on_starting, worker_exit  # noqa: E402, F401

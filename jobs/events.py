@@ -3,7 +3,8 @@
 Privacy is handled inside the request: a deleted or hidden post, and any post in scope that is
 no longer public (moved into a private message or a read-restricted category, unlisted...), loses
 its vectors before the 202 is sent. Re-embedding, which needs the model, is queued; the digest
-decides whether a post's text really changed.
+decides whether a post's text really changed. A post edited, deleted or hidden also queues the
+replies whose enriched (strategy 2) text quotes it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from jobs import queues
 from jobs.context import JobContext
 from jobs.env import Env
 from sidecar.core.strategy import STRATEGY_VERSIONS
-from sidecar.db.embeddings import RegisteredModel, delete_embeddings, delete_not_public
+from sidecar.db.embeddings import (
+    RegisteredModel,
+    context_dependents,
+    delete_embeddings,
+    delete_not_public,
+)
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, category_subtree
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +67,18 @@ def public_post_ids(conn: DictConn, post_ids: Sequence[int], min_chars: int = 1)
 
 def public_posts_in_scope(conn: DictConn, *, topic_ids: Sequence[int] = (),
                           category_ids: Sequence[int] = (), min_chars: int = 1) -> list[int]:
-    """Public posts of these topics, or of the topics of these categories and subcategories."""
+    """Public posts of these topics, or of the topics of these categories and their
+    subcategories at any depth."""
     rows = conn.execute(
         sql.SQL(
             """
             SELECT p.id FROM posts p {joins}
             WHERE {public} AND length(p.raw) >= %(min_chars)s
-              AND (t.id = ANY(%(topics)s::int[]) OR c.id = ANY(%(cats)s::int[])
-                   OR pc.id = ANY(%(cats)s::int[]))
+              AND (t.id = ANY(%(topics)s::int[]) OR c.id IN {subtree})
             ORDER BY t.bumped_at DESC, t.id DESC, p.post_number
             """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 subtree=sql.SQL(category_subtree("SELECT unnest(%(cats)s::int[])"))),
         {"topics": list(topic_ids), "cats": list(category_ids), "min_chars": min_chars},
     ).fetchall()
     return [int(r["id"]) for r in rows]
@@ -103,16 +110,21 @@ def apply_event(res: Env, event: str, ids: Sequence[int]) -> EventOutcome:
     ids = sorted(set(ids))
     outcome = EventOutcome(event, ids)
     settings = res.settings
-    if event in REMOVE_POSTS:
-        # The forum says so: no second opinion, the vectors go (a post wrongly removed comes
-        # back as "missing" in the next backfill; a leak would not come back).
+    if event in REMOVE_POSTS or event in EMBED_POSTS:
         with res.db.connection() as conn:
-            outcome.removed = delete_embeddings(conn, ids)
-        return outcome
-    if event in EMBED_POSTS:
-        with res.db.connection() as conn:
-            outcome.removed = delete_not_public(conn, post_ids=ids)
-            public = public_post_ids(conn, ids, settings.min_post_chars)
+            if event in REMOVE_POSTS:
+                # The forum says so: no second opinion, the vectors go (a post wrongly removed
+                # comes back as "missing" in the next backfill; a leak would not come back).
+                outcome.removed = delete_embeddings(conn, ids)
+                embed: set[int] = set()
+            else:
+                outcome.removed = delete_not_public(conn, post_ids=ids)
+                embed = set(ids)
+            # Replies whose enriched text quotes these posts (as parent or opening post) change
+            # with them; a removed post itself is never re-embedded.
+            dependents = set(context_dependents(conn, ids))
+            embed |= dependents if embed else dependents - set(ids)
+            public = public_post_ids(conn, sorted(embed), settings.min_post_chars)
         from jobs.tasks import embed_posts
 
         size = settings.backfill_batch_size

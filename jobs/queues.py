@@ -90,7 +90,8 @@ def enqueue(
             pipeline=pipeline,
         )
     except redis.RedisError as exc:
-        raise ServiceUnavailable(f"the job queue (Redis) is unavailable: {exc}") from exc
+        raise ServiceUnavailable("the job queue (Redis) is unavailable right now",
+                                 internal=str(exc)) from exc
 
 
 def report(conn: redis.Redis, settings: Settings, *, failed: int = 0) -> dict[str, Any]:

@@ -9,15 +9,21 @@ class SidecarError(Exception):
     """Base of every error the sidecar raises on purpose.
 
     ``status`` is the HTTP status the API answers with, ``code`` a stable machine-readable name.
+    ``message`` and ``details`` go into the response; ``internal`` (a driver's message, with
+    host, port or user) goes only to the log and the command line.
     """
 
     status: int = 500
     code: str = "internal_error"
 
-    def __init__(self, message: str, *, details: Any = None) -> None:
+    def __init__(self, message: str, *, details: Any = None, internal: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
+        self.internal = internal
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.internal})" if self.internal else self.message
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON body of the error response."""

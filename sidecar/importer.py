@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from psycopg import sql
 from sidecar.core.text import cook, html_to_text
 from sidecar.db import forum_write
 from sidecar.db.migrate import forum_owned
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, RESTRICTED_CATEGORIES
 from sidecar.dump_format import CategoryRow, PostRow, RowError, RowT, TopicRow, read_rows
 from sidecar.errors import ConfigurationError, InvalidInput
 
@@ -43,13 +44,23 @@ class EntityCount:
 
 
 @dataclass
+class Visibility:
+    """The dump's loaded posts as the sidecar will treat them (``sidecar.db.public``)."""
+
+    public: int = 0
+    not_public: int = 0
+    in_restricted_categories: int = 0  # a restricted category or any of its ancestors
+
+
+@dataclass
 class ImportReport:
-    """Counts per file and every rejected row."""
+    """Counts per file, every rejected row, and how many loaded posts are public."""
 
     categories: EntityCount = field(default_factory=EntityCount)
     topics: EntityCount = field(default_factory=EntityCount)
     posts: EntityCount = field(default_factory=EntityCount)
     errors: list[RowError] = field(default_factory=list)
+    visibility: Visibility = field(default_factory=Visibility)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly form for the CLI."""
@@ -58,6 +69,7 @@ class ImportReport:
             c: EntityCount = getattr(self, name)
             out[name] = {"read": c.read, "inserted": c.inserted, "updated": c.updated,
                          "unchanged": c.unchanged, "rejected": c.rejected}
+        out["visibility"] = asdict(self.visibility)
         out["errors"] = [str(e) for e in self.errors]
         return out
 
@@ -153,12 +165,34 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
     # Fresh statistics, or the planner guesses one row per table and scans posts in a loop.
     for table in ("categories", "topics", "posts", "tags", "topic_tags", "post_search_data"):
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+    report.visibility = _visibility(conn, [p.id for p in loadable])
     for file, count in (("categories.jsonl", report.categories), ("topics.jsonl", report.topics),
                         ("posts.jsonl", report.posts)):
         count.rejected = sum(1 for e in errs if e.file == file)
     errs.sort(key=lambda e: (FILES.index(e.file), e.line))
     log.debug("import of %s: %s", directory, report.as_dict())
     return report
+
+
+def _visibility(conn: psycopg.Connection[Any], post_ids: list[int]) -> Visibility:
+    """How many of these posts are public, and how many sit under a restricted category."""
+    row = conn.execute(
+        sql.SQL(
+            """
+            SELECT count(*) FILTER (WHERE public.id IS NOT NULL) AS public,
+                   count(*) FILTER (WHERE public.id IS NULL) AS not_public,
+                   count(*) FILTER (WHERE t.category_id IN {restricted}) AS restricted
+            FROM posts p JOIN topics t ON t.id = p.topic_id
+            LEFT JOIN (SELECT p.id FROM posts p {joins} WHERE p.id = ANY(%(ids)s) AND {public}
+                      ) public ON public.id = p.id
+            WHERE p.id = ANY(%(ids)s)
+            """
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 restricted=sql.SQL(RESTRICTED_CATEGORIES)),
+        {"ids": post_ids},
+    ).fetchone()
+    assert row is not None
+    return Visibility(public=row[0], not_public=row[1], in_restricted_categories=row[2])
 
 
 def _count_lines(path: Path) -> int:

@@ -11,7 +11,7 @@ import redis
 from models.protocols import Embedder, Reranker
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, register_model
-from sidecar.db.migrate import parse_version, upgrade
+from sidecar.db.migrate import check_current, parse_version, upgrade
 from sidecar.db.pool import DictConn
 from sidecar.errors import ConfigurationError
 from sidecar.profile import ProfileState, load_served
@@ -129,9 +129,15 @@ def start_resources(
     reranker: Reranker | None = None,
     migrate: bool = True,
 ) -> Resources:
-    """Start or join the services, migrate, load the models and register the embedding model."""
+    """Start or join the services, migrate, load the models and register the embedding model.
+
+    With ``migrate=False`` (the API's workers) the schema is only checked: migrations belong to
+    ``sidecar db upgrade``, run once, not to every process that starts.
+    """
     urls = resolve_services(settings)
     info = upgrade(urls.database_url) if migrate else None
+    if not migrate:
+        check_current(urls.database_url)
     db = Database(urls.database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
     db.open()
     with db.connection() as conn:

@@ -51,6 +51,14 @@ class Settings(BaseSettings):
     max_request_bytes: int = 256 * 1024
     workers: int = 2
     threads: int = 4
+    # Reverse proxies in front that are trusted to append the client to X-Forwarded-For (and set
+    # X-Forwarded-Proto): 0 means none, and the headers are ignored.
+    proxy_hops: int = Field(default=0, ge=0)
+    # Where gunicorn's workers write their metrics for /metrics to add up (Prometheus'
+    # multiprocess mode); unset: <state_dir>/prometheus, emptied when gunicorn starts.
+    prometheus_multiproc_dir: Path | None = Field(
+        default=None, validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR",
+                                                    "SIDECAR_PROMETHEUS_MULTIPROC_DIR"))
 
     # --- Discourse webhooks (POST /v1/discourse/webhook; off while unset) --------------------
     discourse_webhook_secret: SecretStr | None = None  # the webhook's secret, >= 12 characters

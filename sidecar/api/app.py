@@ -6,6 +6,7 @@ import logging
 import re
 
 from flask import Flask, Response, request
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from sidecar.api import (
     routes_admin,
@@ -54,7 +55,8 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
     """Build the app. Resources are attached here, at start-up, never at import time.
 
     Tests pass ready-made ``resources`` (e.g. with a dummy embedder); production builds them from
-    the settings, which starts or joins the database and Redis and loads the models.
+    the settings, which starts or joins the database and Redis and loads the models. The app
+    never migrates (each gunicorn worker builds one): it checks that ``sidecar db upgrade`` ran.
     """
     settings = settings or (resources.settings if resources else load_settings())
     if settings.api_key is None:
@@ -63,9 +65,13 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
             "(`make run` generates one for the embedded mode)"
         )
     api_key = settings.api_key.get_secret_value()
-    resources = resources or start_resources(settings)
+    resources = resources or start_resources(settings, migrate=False)
 
     app = Flask("sidecar")
+    if settings.proxy_hops:
+        # The client address (throttling, logs) and scheme as the trusted proxies report them.
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["sidecar"] = resources

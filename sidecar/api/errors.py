@@ -1,11 +1,19 @@
-"""Domain errors, validation errors and HTTP errors become JSON here, and only here."""
+"""Domain errors, validation errors and HTTP errors become JSON here, and only here.
+
+Every response carries ``X-Request-Id`` (the proxy's, when it sent a well-formed one, else a new
+one). A server-side error (5xx) is logged with that id, the client address and every internal
+detail (a driver's message names host, port and user); its body says what failed in words meant
+for a client and names the ``request_id``, never the detail.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
+import uuid
 from typing import Any
 
-from flask import Flask, jsonify
+from flask import Flask, Response, g, jsonify, request
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
@@ -15,12 +23,34 @@ from sidecar.errors import SidecarError
 
 log = logging.getLogger(__name__)
 
+REQUEST_ID_HEADER = "X-Request-Id"
+_INBOUND_ID = re.compile(r"^[A-Za-z0-9._:-]{8,64}$")  # nothing that could forge a log line
+
+
+def request_id() -> str:
+    """This request's id: the one a proxy in front sent, if it looks like one, else a new one."""
+    rid: str | None = g.get("request_id")
+    if rid is None:
+        inbound = request.headers.get(REQUEST_ID_HEADER, "")
+        rid = inbound if _INBOUND_ID.match(inbound) else uuid.uuid4().hex
+        g.request_id = rid
+    return rid
+
 
 def _body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     body: dict[str, Any] = {"error": {"code": code, "message": message}}
     if details is not None:
         body["error"]["details"] = details
     return body
+
+
+def _server_error(status: int, body: dict[str, Any], detail: str,
+                  exc_info: BaseException | None = None) -> ResponseReturnValue:
+    rid = request_id()
+    log.error("request %s from %s %s %s failed (%d): %s", rid, request.remote_addr,
+              request.method, request.path, status, detail, exc_info=exc_info)
+    body["error"]["request_id"] = rid
+    return jsonify(body), status
 
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
@@ -33,12 +63,17 @@ def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
 
 
 def register_error_handlers(app: Flask) -> None:
-    """Install the JSON error handlers on the app."""
+    """Install the JSON error handlers, and the request id on every response."""
+
+    @app.after_request
+    def _tag(response: Response) -> Response:
+        response.headers[REQUEST_ID_HEADER] = request_id()
+        return response
 
     @app.errorhandler(SidecarError)
     def _domain(exc: SidecarError) -> ResponseReturnValue:
         if exc.status >= 500:
-            log.error("%s: %s", exc.code, exc.message)
+            return _server_error(exc.status, exc.to_dict(), f"{exc.code}: {exc}")
         return jsonify(exc.to_dict()), exc.status
 
     @app.errorhandler(ValidationError)
@@ -58,16 +93,21 @@ def register_error_handlers(app: Flask) -> None:
         # A remote model host that is down, slow or refusing (see models.client).
         if isinstance(exc, ModelInputError):
             return jsonify(_body("invalid_input", getattr(exc, "detail", str(exc)))), 422
-        log.error("model failure: %s", exc)
-        return jsonify(_body("service_unavailable",
-                             "the model is unavailable right now; see the sidecar's log")), 503
+        return _server_error(503, _body("service_unavailable",
+                                        "the model is unavailable right now"),
+                             f"model failure: {exc}")
 
     @app.errorhandler(HTTPException)
     def _http(exc: HTTPException) -> ResponseReturnValue:
         code = (exc.name or "error").lower().replace(" ", "_")
-        return jsonify(_body(code, exc.description or exc.name or "error")), exc.code or 500
+        status = exc.code or 500
+        body = _body(code, exc.description or exc.name or "error")
+        if status >= 500:
+            return _server_error(status, body, f"{code}: {exc.description}")
+        return jsonify(body), status
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> ResponseReturnValue:
-        log.exception("unhandled error")
-        return jsonify(_body("internal_error", "internal error; see the sidecar's log")), 500
+        return _server_error(500, _body("internal_error", "internal error: the sidecar's log "
+                                                          "has the detail under request_id"),
+                             f"unhandled {type(exc).__name__}", exc_info=exc)

@@ -9,6 +9,7 @@ from flask.typing import ResponseReturnValue
 
 from models.runtime import runtime_report
 from sidecar import __version__
+from sidecar.api.auth import has_api_key
 from sidecar.api.context import get_metrics, get_resources
 from sidecar.api.openapi import build_spec, documented
 
@@ -31,10 +32,17 @@ def _model_info() -> dict[str, Any]:
 
 @bp.get("/v1/health")
 @documented(path="/v1/health", method="get", tag="operations", auth=None,
-            summary="Liveness, version, and which models and execution providers are in use.")
+            summary="Liveness. With the API key: version, and which models and execution "
+                    "providers are in use (and why a model failed to load).")
 def health() -> ResponseReturnValue:
-    """The process is up; says what it runs on."""
+    """The process is up; with the API key, says what it runs on.
+
+    Open to load balancers without a key, so it says nothing else then: load errors name files
+    and versions help an attacker pick an exploit.
+    """
     res = get_resources()
+    if not has_api_key(res.settings):
+        return jsonify({"status": "ok"})
     return jsonify({
         "status": "ok",
         "version": __version__,

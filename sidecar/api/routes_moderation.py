@@ -71,6 +71,7 @@ def _service() -> ModerationService:
 
 
 def _client() -> str:
+    # The client's address as SIDECAR_PROXY_HOPS trusted proxies report it (ProxyFix, app.py).
     return request.remote_addr or "unknown"
 
 
@@ -234,8 +235,9 @@ def _check_csrf() -> None:
 
 @pages.post("/logout")
 def logout() -> ResponseReturnValue:
-    """Forget the session."""
+    """End the session on the server (a copy of the cookie stops working too)."""
     _check_csrf()
+    _auth().end(_session())
     response = redirect(url_for("moderation.pages.login"), 303)
     response.delete_cookie(SESSION_COOKIE, path="/moderation")
     return response

@@ -118,11 +118,13 @@ class SearchResponse(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """Every error: a stable code, a message for humans, optional details."""
+    """Every error: a stable code, a message for humans, optional details; a server-side error
+    (5xx) names the request id under which the sidecar's log holds what went wrong."""
 
     code: str
     message: str
     details: Any = None
+    request_id: str | None = None
 
 
 class ErrorResponse(BaseModel):

@@ -31,14 +31,17 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
                    "its details (subject+body: title as the query, body as its details).")
 @click.option("--no-png", is_flag=True, help="Skip the chart.")
 @click.option("--list-configs", is_flag=True, help="List the configurations and exit.")
+@click.option("--allow-rejected", is_flag=True,
+              help="Evaluate even if the dump's import rejects rows (they are left out).")
 @click.pass_obj
 def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline: str, out: Path,
              seed: int, resamples: int, query_fields: str, no_png: bool,
-             list_configs: bool) -> None:
+             list_configs: bool, allow_rejected: bool) -> None:
     """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
 
     The dump is imported and embedded once into a database of its own (reused while the dump,
-    model and strategy are unchanged); see docs/evaluation.md.
+    model and strategy are unchanged); see docs/evaluation.md. Rows the import rejects stop the
+    evaluation (exit 2, naming them) unless --allow-rejected; an empty forum always does.
     """
     from sidecar.evaluation.configs import CATALOGUE
 
@@ -58,6 +61,7 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
     ensure_model(settings)
     doc = run_evaluation(settings, dump, config_names=configs, baseline=baseline,
                          resamples=resamples, seed=seed, query_fields=query_fields,
+                         allow_rejected=allow_rejected,
                          command="sidecar eval " + " ".join(sys.argv[2:]))
     written = write_outputs(doc, out, png=not no_png)
     click.echo(to_markdown(doc))

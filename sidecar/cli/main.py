@@ -32,7 +32,7 @@ class SidecarGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SidecarError as exc:
-            click.secho(f"error: {exc.message}", fg="red", err=True)
+            click.secho(f"error: {exc}", fg="red", err=True)  # the operator sees internals
             sys.exit(2)
 
 

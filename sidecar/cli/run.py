@@ -34,9 +34,10 @@ class _Gunicorn(BaseApplication):
 
 
 def _serve(settings: Settings, workers: int | None) -> None:
-    from sidecar.gunicorn_hooks import worker_exit
+    from sidecar.gunicorn_hooks import on_starting, worker_exit
 
     _Gunicorn(settings, {
+        "on_starting": on_starting,
         "worker_exit": worker_exit,
         "bind": f"{settings.host}:{settings.port}",
         "workers": workers or settings.workers,
@@ -133,10 +134,17 @@ def _stop_worker(proc: subprocess.Popen[bytes]) -> None:
 @click.option("--workers", type=int, default=None, help="Default: SIDECAR_WORKERS.")
 @click.pass_obj
 def serve(settings: Settings, workers: int | None) -> None:
-    """Serve the API with gunicorn (no demo, no backfill): the production entry point."""
-    from sidecar.model_setup import prepare_before_fork
+    """Serve the API with gunicorn (no demo, no backfill): the production entry point.
 
-    prepare_before_fork(settings)  # the embedding model, on first need
+    The schema is upgraded here, once, before the workers start (they never migrate); the
+    embedding model is prepared on first need.
+    """
+    from sidecar.db.migrate import upgrade
+    from sidecar.model_setup import prepare_before_fork
+    from sidecar.services import resolve_services
+
+    upgrade(resolve_services(settings).database_url)
+    prepare_before_fork(settings)
     _serve(settings, workers)
 
 

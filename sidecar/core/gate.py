@@ -47,8 +47,10 @@ class GateDecision:
 _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
                         "\u2060-\u2064\u2066-\u206f\ufeff]")
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
-_URL = re.compile(r"(?:https?://|ftp://|www\.)[^\s<>()\[\]]+|<[^>\s]+://[^>\s]*>", re.IGNORECASE)
-_MD_LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]+)[^)]*\)")
+# Both linear: a bare URL's characters cannot start another match, and an autolink is checked
+# to end in ">" (lookahead) before its "://" is searched, each within one run without "<".
+_URL = re.compile(r"(?:https?://|ftp://|www\.)[^\s<>()\[\]]+|<(?=[^<>\s]*>)[^<>\s]+://[^<>\s]*>",
+                  re.IGNORECASE)
 
 _GREETING_CORE = frozenset(
     """hi hello hey heya hiya howdy yo hola greetings morning evening afternoon
@@ -170,6 +172,37 @@ def _fold(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
+def strip_markdown_links(text: str) -> str:
+    """``text`` with each ``[label](destination ...)`` (or image) replaced by a space.
+
+    A destination starts with a character that is neither ")" nor a space and ends at the first
+    ")". One left-to-right pass: the next "]" and ")" found are remembered, so a "[" that opens
+    nothing costs O(1) (a regular expression here was cubic on "[a](" repeated).
+    """
+    out: list[str] = []
+    last = i = 0
+    close_bracket = close_paren = -1  # the next "]" / ")" at or after the last search start
+    while (i := text.find("[", i)) != -1:
+        if close_bracket <= i:
+            close_bracket = text.find("]", i + 1)
+            if close_bracket == -1:
+                break  # no "]" left: no link either
+        j = close_bracket
+        start = j + 2
+        if text.startswith("(", j + 1) and start < len(text) and text[start] != ")" \
+                and not text[start].isspace():
+            if close_paren < start:
+                close_paren = text.find(")", start + 1)
+                if close_paren == -1:
+                    break  # no ")" left
+            opening = i - 1 if i > last and text[i - 1] == "!" else i
+            out += [text[last:opening], " "]
+            last = i = close_paren + 1
+        else:
+            i += 1
+    return "".join(out) + text[last:]
+
+
 def injection_rule(text: str) -> str | None:
     """The name of the first prompt-injection pattern ``text`` matches, or None."""
     folded = _fold(text)
@@ -199,7 +232,7 @@ def check_input(text: str, *, min_chars: int, max_chars: int) -> GateDecision:
     rule = injection_rule(stripped)
     if rule is not None:
         return GateDecision(False, GateReason.PROMPT_INJECTION, rule)
-    without_links = _URL.sub(" ", _MD_LINK.sub(" ", stripped))
+    without_links = _URL.sub(" ", strip_markdown_links(stripped))
     if without_links != stripped and not _WORDS.search(without_links):
         return GateDecision(False, GateReason.LINK_ONLY, "only links")
     folded = _fold(stripped)

@@ -8,6 +8,8 @@ entity-encoded characters are escaped, raw HTML is dropped (the content of ``<sc
 link is written only when the ``link`` callback returns a URL for it. Generated links are held as
 private-use marker characters until the end, so that removing something next to them can
 never splice text into a link, and ``finish`` (the bare-URL pass) never touches them.
+``@mentions`` and ``#hashtags`` that Discourse would bring alive are made inert
+(``sidecar.core.mentions``).
 
 With ``keep_code`` the contents of fenced code blocks and code spans are kept verbatim (they
 render as literal text); the sanitizer's final check catches any disagreement with a real
@@ -45,6 +47,7 @@ from sidecar.core.markdown_syntax import (
     normalize_label,
     parse_destination,
 )
+from sidecar.core.mentions import make_inert
 
 CitationFn = Callable[[list[int], str], list[tuple[str, str]]]
 LinkFn = Callable[[str, str], "str | None"]
@@ -89,7 +92,10 @@ class Scanner:
         for label, dest in self.refs.items():
             if label not in self.used_refs:
                 self.report("link", dest, "unused reference definition removed")
-        return self._expand(self.finish(work, False))
+        # Mentions and hashtags go inert last, once no removal can bring a new neighbour to an
+        # "@" or "#"; written links still wait as markers, so their URLs are never touched.
+        work = make_inert(self.finish(work, False), self.options.keep_code)
+        return self._expand(work)
 
     # -- blocks --------------------------------------------------------------------------------
     def _take_definitions(self, text: str) -> str:
@@ -120,24 +126,26 @@ class Scanner:
             return text
         return re.sub("[\U000f0000-\U000fffff]", chunk, work)
 
-    def _reference(self, s: str, close: int, pairs: dict[int, int], inner: str
+    def _reference(self, s: str, i: int, close: int, pairs: dict[int, int]
                    ) -> tuple[str, int] | None:
-        """A full, collapsed or shortcut reference link after ``]`` at ``close``."""
+        """A full, collapsed or shortcut reference link ``[...]`` from ``i`` to ``close``."""
         if not self.refs:
             return None
         nxt = close + 1
+        # Labels are measured before they are sliced: "[[[[...]]]]" must not copy O(n) each.
         if nxt < len(s) and s[nxt] == "[" and nxt in pairs:
-            label = s[nxt + 1:pairs[nxt]] or inner
-            if len(label) > MAX_LABEL:
+            start, end = (nxt + 1, pairs[nxt]) if pairs[nxt] > nxt + 1 else (i + 1, close)
+            if end - start > MAX_LABEL:
                 return None
+            label = s[start:end]
             key = normalize_label(label)
             if key in self.refs:
                 self.used_refs.add(key)
                 return self.refs[key], pairs[nxt] + 1
             return None
-        if len(inner) > MAX_LABEL:
+        if close - i - 1 > MAX_LABEL:
             return None
-        key = normalize_label(inner)
+        key = normalize_label(s[i + 1:close])
         if key in self.refs:
             self.used_refs.add(key)
             return self.refs[key], close + 1
@@ -146,8 +154,11 @@ class Scanner:
     def _html(self, s: str, i: int, out: list[str]) -> int | None:
         """Remove raw HTML at ``s[i] == "<"``; the index after it, or None if it is not HTML."""
         if s.startswith("<!--", i):
-            end = s.find("-->", i + 4)
+            # Once "-->" is missing after a point it is missing after every later "<!--" too:
+            # remembered, so "<!--" repeated costs one search, not one per comment.
+            end = -1 if i >= self._no_close.get("--", len(s) + 1) else s.find("-->", i + 4)
             if end == -1:
+                self._no_close["--"] = min(i, self._no_close.get("--", i))
                 return None
             self.report("html", s[i:end + 3], "HTML comment removed")
             return end + 3
@@ -264,16 +275,16 @@ class Scanner:
         if close is None or depth >= MAX_DEPTH:
             out.append("!\\[" if image else "\\[")
             return i + 1
-        inner = s[i + 1:close]
         found: tuple[str, int] | None = None
         if close + 1 < len(s) and s[close + 1] == "(":
             found = parse_destination(s, close + 1)
         if found is None:
-            found = self._reference(s, close, pairs, inner)
+            found = self._reference(s, i, close, pairs)
         if found is None:
             out.append("!\\[" if image else "\\[")
             return i + 1
         dest, end = found
+        inner = s[i + 1:close]
         kind = "image" if image else "link"
         url = self.link(dest, kind) if allow else None
         if url is None:

@@ -37,6 +37,9 @@ MAX_DECLARATION = 1024
 MAX_DEST = 2048
 MAX_LABEL = 999  # CommonMark's limit on reference labels
 MAX_DEPTH = 8  # links inside link text, deeper than this, stay plain text
+MAX_PAREN_DEPTH = 32  # markdown-it's limit on nested parentheses in a link destination
+# A run of destination characters that need no decision (no escape, parenthesis, space, control).
+_DEST_RUN = re.compile(r"[^\\()\s\x00-\x1f]+")
 
 
 def escape(text: str) -> str:
@@ -154,20 +157,27 @@ def parse_destination(s: str, i: int) -> tuple[str, int] | None:
             return None
         dest, j = s[j + 1:end], end + 1
     else:
+        # Plain runs are skipped at C speed and nesting stops at markdown-it's limit, so a scan
+        # costs at most MAX_PAREN_DEPTH steps plus escapes: "[a](" repeated stays linear.
         start, depth = j, 0
-        while j < n and j - start < MAX_DEST:
-            c = s[j]
-            if c == "\\" and j + 1 < n:
-                j += 2
+        limit = min(n, start + MAX_DEST)
+        while j < limit:
+            run = _DEST_RUN.match(s, j, limit)
+            if run is not None:
+                j = run.end()
                 continue
-            if c.isspace() or ord(c) < 0x20:
-                break
+            c = s[j]
+            if c == "\\":
+                j += 2 if j + 1 < n else 1
+                continue
             if c == "(":
                 depth += 1
-            elif c == ")":
-                if depth == 0:
-                    break
+                if depth > MAX_PAREN_DEPTH:
+                    return None
+            elif c == ")" and depth:
                 depth -= 1
+            else:
+                break  # a space, a control character, or the closing ")"
             j += 1
         if depth or j - start >= MAX_DEST:
             return None

@@ -4,7 +4,10 @@ markdown-it is the parser family Discourse cooks posts with. It is configured he
 permissive than any forum: raw HTML on, linkify on (with the TLDs a forum linkifies) and every
 link destination accepted (markdown-it's default refuses ``javascript:`` links, which would hide
 them from this check). Anything that renders as a link to a URL the sanitizer did not write, an
-image, or raw HTML, is a problem; so is URL-like text left in a text or code token.
+image, or raw HTML, is a problem; so is URL-like text left in a text or code token, and a
+mention or hashtag that Discourse would bring alive in a text token outside a link
+(``sidecar.core.mentions``: escapes are joined back into text tokens here too, as markdown-it
+>= 13 does for Discourse).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from sidecar.core.forum_links import LINKIFY_TLDS, find_urlish
+from sidecar.core.mentions import live_mentions
 
 _MD = MarkdownIt("commonmark", {"html": True, "linkify": True}).enable(
     ["linkify", "table", "strikethrough"]
@@ -36,7 +40,16 @@ def unexpected_links(markdown: str, allowed: Iterable[str]) -> list[str]:
     allowed = set(allowed)
     normalized = {_MD.normalizeLink(url) for url in allowed}
     problems: list[str] = []
-    for token in _walk(_MD.parse(markdown)):
+    tokens = _MD.parse(markdown)
+    for block in tokens:
+        link_depth = 0  # Discourse never looks for mentions inside a link's text
+        for token in block.children or []:
+            if token.type in {"link_open", "link_close"}:
+                link_depth += token.nesting
+            elif token.type == "text" and link_depth == 0:
+                problems += [f"live mention or hashtag: {m[:80]!r}"
+                             for m in live_mentions(token.content)]
+    for token in _walk(tokens):
         if token.type in {"html_block", "html_inline"}:
             problems.append(f"raw HTML: {token.content[:80]!r}")
         elif token.type == "image":

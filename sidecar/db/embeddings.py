@@ -13,7 +13,7 @@ from pgvector import HalfVector
 from psycopg import sql
 
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, category_subtree
 from sidecar.errors import Conflict
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,9 @@ def delete_not_public(
     """Remove every vector of the posts in scope that are not public now (or no longer exist).
 
     The scope is the given posts, every post of the given topics, and every post of the topics
-    in the given categories or in their subcategories (a parent turned read-restricted hides its
-    children). One set-based statement, so even a large category is handled inside the request.
+    in the given categories or in their subcategories at any depth (a parent turned
+    read-restricted hides its whole subtree). One set-based statement, so even a large category
+    is handled inside the request.
     Only rows of the sidecar's registered models are touched.
     """
     cur = conn.execute(
@@ -163,9 +164,7 @@ def delete_not_public(
                 SELECT p.id FROM posts p WHERE p.topic_id = ANY(%(topics)s::int[])
                 UNION
                 SELECT p.id FROM posts p JOIN topics t ON t.id = p.topic_id
-                LEFT JOIN categories c ON c.id = t.category_id
-                WHERE t.category_id = ANY(%(cats)s::int[])
-                   OR c.parent_category_id = ANY(%(cats)s::int[])
+                WHERE t.category_id IN {subtree}
             ), public AS (
                 SELECT p.id FROM posts p {joins}
                 WHERE p.id IN (SELECT post_id FROM scope) AND {public}
@@ -175,7 +174,8 @@ def delete_not_public(
               AND e.post_id NOT IN (SELECT id FROM public)
               AND e.model_id IN (SELECT id FROM sidecar_embedding_models)
             """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 subtree=sql.SQL(category_subtree("SELECT unnest(%(cats)s::int[])"))),
         {"posts": list(post_ids), "topics": list(topic_ids), "cats": list(category_ids)},
     )
     return cur.rowcount
@@ -219,7 +219,8 @@ def stale_candidates(
     if unknown:
         raise ValueError(f"unknown phases {sorted(unknown)}")
     # The enriched strategy embeds excerpts of the opening post and of the post replied to: an
-    # edit of either changes this post's text.
+    # edit of either changes this post's text, and so does its deletion or hiding, which
+    # Discourse records in deleted_at / hidden_at without bumping updated_at.
     context_joins = sql.SQL("")
     context_times = sql.SQL("")
     if strategy_id == 2:
@@ -231,7 +232,8 @@ def stale_candidates(
                  AND par.post_number = p.reply_to_post_number
             """
         )
-        context_times = sql.SQL(", op.updated_at, par.updated_at")
+        context_times = sql.SQL(", op.updated_at, op.deleted_at, op.hidden_at,"
+                                " par.updated_at, par.deleted_at, par.hidden_at")
     rows = conn.execute(
         sql.SQL(
             """
@@ -261,6 +263,33 @@ def stale_candidates(
          "phases": [PHASES.index(p) + 1 for p in phases]},
     ).fetchall()
     return [Candidate(int(r["post_id"]), PHASES[r["phase"] - 1], r["digest"]) for r in rows]
+
+
+def context_dependents(conn: DictConn, post_ids: Sequence[int], strategy_id: int = 2
+                       ) -> list[int]:
+    """Posts whose stored ``strategy_id`` vector embeds an excerpt of one of ``post_ids``.
+
+    Under the enriched strategy a reply's text holds excerpts of the post it replies to and of
+    its topic's opening post; when one of those is edited, deleted or hidden, the reply's text
+    changes too. Only posts with a vector of that strategy (by a sidecar model) are returned.
+    """
+    if not post_ids:
+        return []
+    rows = conn.execute(
+        """
+        SELECT DISTINCT r.id FROM posts x
+        JOIN posts r ON r.topic_id = x.topic_id AND r.id <> x.id
+             AND (r.reply_to_post_number = x.post_number
+                  OR (x.post_number = 1 AND r.post_number > 1))
+        WHERE x.id = ANY(%(ids)s)
+          AND EXISTS (SELECT 1 FROM ai_posts_embeddings e
+                      WHERE e.post_id = r.id AND e.strategy_id = %(sid)s
+                        AND e.model_id IN (SELECT id FROM sidecar_embedding_models))
+        ORDER BY r.id
+        """,
+        {"ids": list(post_ids), "sid": strategy_id},
+    ).fetchall()
+    return [int(r["id"]) for r in rows]
 
 
 def mark_checked(

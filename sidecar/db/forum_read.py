@@ -10,7 +10,7 @@ from psycopg import sql
 from sidecar.core.strategy import PostSource
 from sidecar.core.text import html_to_text
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, post_is_public
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,8 @@ def post_sources(conn: DictConn, post_ids: Sequence[int]) -> list[PostSource]:
     """Build the embedding inputs of public posts (non-public ids are silently absent).
 
     The opening post and the post replied to are included (as plain text) when they are public
-    themselves, for the enriched strategy.
+    themselves, for the enriched strategy: same topic as ``p``, so the post-level part of the
+    public rule is all they need.
     """
     rows = conn.execute(
         sql.SQL(
@@ -42,14 +43,15 @@ def post_sources(conn: DictConn, post_ids: Sequence[int]) -> list[PostSource]:
                    op.cooked AS opening_cooked, par.cooked AS parent_cooked
             FROM posts p {joins}
             LEFT JOIN posts op ON op.topic_id = p.topic_id AND op.post_number = 1
-                 AND p.post_number > 1 AND op.deleted_at IS NULL AND NOT op.hidden
+                 AND p.post_number > 1 AND {op_public}
             LEFT JOIN posts par ON par.topic_id = p.topic_id
-                 AND par.post_number = p.reply_to_post_number AND par.deleted_at IS NULL
-                 AND NOT par.hidden AND par.post_type = 1
+                 AND par.post_number = p.reply_to_post_number AND {par_public}
             WHERE p.id = ANY(%s) AND {public}
             ORDER BY p.id
             """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 op_public=sql.SQL(post_is_public("op")),
+                 par_public=sql.SQL(post_is_public("par"))),
         (list(post_ids),),
     ).fetchall()
     return [

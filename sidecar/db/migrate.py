@@ -27,7 +27,7 @@ _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # The columns the sidecar reads from a real forum; checked when it does not own the database.
 REQUIRED_FORUM_COLUMNS: dict[str, tuple[str, ...]] = {
     "posts": ("id", "topic_id", "post_number", "raw", "cooked", "deleted_at", "hidden",
-              "post_type", "updated_at", "reply_to_post_number", "user_deleted"),
+              "hidden_at", "post_type", "updated_at", "reply_to_post_number", "user_deleted"),
     "topics": ("id", "title", "slug", "category_id", "archetype", "visible", "deleted_at",
                "bumped_at"),
     "categories": ("id", "name", "slug", "read_restricted", "parent_category_id"),
@@ -126,6 +126,29 @@ def check_forum_columns(conn: psycopg.Connection[Any]) -> None:
         raise ConfigurationError(
             "the forum database lacks columns the sidecar reads: " + ", ".join(missing)
         )
+
+
+def check_current(url: str) -> None:
+    """Fail clearly unless ``sidecar db upgrade`` has brought this database's schema up to date.
+
+    What a process that must not migrate (a gunicorn worker) checks at start-up, before its
+    pool opens (the pool's connections need the vector types).
+    """
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute(_VECTOR_VERSION).fetchone() is None \
+                or not _table_exists(conn, "sidecar_schema_migrations"):
+            raise ConfigurationError(
+                "this database has no sidecar schema yet: run `sidecar db upgrade` first (the "
+                "systemd unit runs it before gunicorn starts; `sidecar run` does it itself)")
+        tracks = ["forum", "sidecar"] if forum_owned(conn) else ["sidecar"]
+        done = {(r[0], r[1]) for r in conn.execute(
+            "SELECT track, version FROM sidecar_schema_migrations").fetchall()}
+    missing = [f"{track}/{m.version:04d}_{m.name}" for track in tracks
+               for m in load_migrations(track) if (track, m.version) not in done]
+    if missing:
+        raise ConfigurationError(
+            f"the database schema is behind this version of the sidecar (missing "
+            f"{', '.join(missing)}): run `sidecar db upgrade`")
 
 
 def upgrade(url: str) -> dict[str, object]:

@@ -35,6 +35,9 @@ class Database:
             min_size=min_size,
             max_size=max_size,
             configure=_configure,
+            # A connection is checked (one empty round trip) before it is lent: after a
+            # PostgreSQL restart, stale connections are replaced instead of failing a request.
+            check=ConnectionPool.check_connection,
             kwargs={"row_factory": dict_row, "autocommit": False},
             open=False,
             name="sidecar",
@@ -49,13 +52,15 @@ class Database:
         self.pool.close()
 
     @contextmanager
-    def connection(self) -> Iterator[DictConn]:
+    def connection(self, timeout: float = 30.0) -> Iterator[DictConn]:
         """A pooled connection; the transaction commits on success and rolls back on error."""
         try:
-            with self.pool.connection(timeout=30.0) as conn:
+            with self.pool.connection(timeout=timeout) as conn:
                 yield conn
         except psycopg.OperationalError as exc:
-            raise ServiceUnavailable(f"database unavailable: {exc}") from exc
+            # The driver's message names host, port and user: for the log, not the response.
+            raise ServiceUnavailable("the database is unavailable right now; retry shortly",
+                                     internal=str(exc)) from exc
 
     def ping(self) -> bool:
         """True when the database answers a trivial query."""

@@ -36,8 +36,13 @@ def run_evaluation(
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
     query_fields: str = "text",
+    allow_rejected: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate the configurations on a dump; returns the result document (see report)."""
+    """Evaluate the configurations on a dump; returns the result document (see report).
+
+    A dump whose import rejects rows is refused (``DumpRejected``, naming them) unless
+    ``allow_rejected``; a dump with no public post is always refused.
+    """
     started = time.perf_counter()
     dump = dump.resolve()
     # Fail on bad queries/qrels before any heavy work.
@@ -47,7 +52,8 @@ def run_evaluation(
     wanted = cfg.select(config_names, baseline, available_stages=STAGES)
     state = prepare_state(settings, dump, strategies=wanted.strategies,
                           index_kinds=wanted.index_kinds, embedder=embedder,
-                          reranker=reranker, progress=progress)
+                          reranker=reranker, progress=progress,
+                          allow_rejected=allow_rejected)
     try:
         res = state.resources
         stages = build_stages(res, sorted(wanted.stages))

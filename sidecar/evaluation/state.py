@@ -11,6 +11,7 @@ reuse everything (seconds) and a changed one is imported and embedded again.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Iterable
@@ -26,7 +27,8 @@ from models.protocols import Embedder, Reranker
 from sidecar.bootstrap import backfill_sync
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import count_embeddings, ensure_index
-from sidecar.errors import ConfigurationError
+from sidecar.db.forum_read import forum_counts
+from sidecar.errors import ConfigurationError, InvalidInput
 from sidecar.evaluation.dataset import forum_digest
 from sidecar.importer import import_dump
 from sidecar.resources import Resources, start_resources
@@ -36,6 +38,25 @@ from sidecar.settings import Settings
 log = logging.getLogger(__name__)
 
 IMPORT_MARKER = "eval:imported"
+REJECTED_MARKER = "eval:rejected"  # the rows the import rejected (JSON list), kept for reuse
+SHOWN_REJECTED = 20  # rejected rows named in the error
+
+
+class DumpRejected(InvalidInput):
+    """The dump's import rejected rows, or left no public post to evaluate on."""
+
+
+def _check_rejected(errors: list[str], dump: Path, allow_rejected: bool) -> None:
+    if not errors or allow_rejected:
+        return
+    shown = "\n".join(f"  {e}" for e in errors[:SHOWN_REJECTED])
+    more = f"\n  ... and {len(errors) - SHOWN_REJECTED} more" if len(errors) > SHOWN_REJECTED \
+        else ""
+    raise DumpRejected(
+        f"the import of {dump} rejected {len(errors)} rows; metrics over what is left would "
+        f"mislead. Fix the dump, or pass --allow-rejected to evaluate on the rest:\n"
+        f"{shown}{more}"
+    )
 
 
 class StateNotReady(Exception):
@@ -147,6 +168,7 @@ def prepare_state(
     reranker: Reranker | None = None,
     progress: bool = True,
     build: bool = True,
+    allow_rejected: bool = False,
 ) -> EvalState:
     """Open (creating, importing and embedding as needed) the evaluation state of a dump.
 
@@ -166,7 +188,11 @@ def prepare_state(
     try:
         if not build:
             _check_ready(state, strategy_list)
-        _import(state)
+        _import(state, allow_rejected)
+        with res.db.connection() as conn:
+            if forum_counts(conn)["public_posts"] == 0:
+                raise DumpRejected(f"{dump} holds no public post once imported: there is "
+                                   "nothing to evaluate on")
         model = model_identity(res.embedder)
         for strategy in strategy_list:
             if strategy not in STRATEGY_VERSIONS:
@@ -197,20 +223,27 @@ def _check_ready(state: EvalState, strategies: Iterable[int]) -> None:
                                 f"{res.model.name}")
 
 
-def _import(state: EvalState) -> None:
+def _import(state: EvalState, allow_rejected: bool) -> None:
+    """Import the dump unless its content is imported already; rows the import rejects fail
+    the evaluation (now, or when the state is reused) unless ``allow_rejected``."""
     res = state.resources
     if _marker(res, IMPORT_MARKER) == state.forum_digest:
         state.timings["import_s"] = 0.0
+        _check_rejected(json.loads(_marker(res, REJECTED_MARKER) or "[]"), state.dump,
+                        allow_rejected)
         return
     state.reused = False
     t0 = time.perf_counter()
     log.info("importing %s into %s", state.dump, state.database)
     with psycopg.connect(res.urls.database_url) as conn:
         report = import_dump(conn, state.dump, res.settings.ts_config)
+        errors = [str(e) for e in report.errors]
+        _check_rejected(errors, state.dump, allow_rejected)  # raising rolls the import back
     data = report.as_dict()
-    errors = data.pop("errors")
-    data["rejected_rows"] = len(errors)  # type: ignore[arg-type]
+    data.pop("errors")
+    data["rejected_rows"] = len(errors)
     state.imported = data
+    _set_marker(res, REJECTED_MARKER, json.dumps(errors))
     _set_marker(res, IMPORT_MARKER, state.forum_digest)
     state.timings["import_s"] = time.perf_counter() - t0
 

@@ -1,22 +1,36 @@
-"""The moderator key: a signed session cookie for the pages, a bearer token for the JSON API.
+"""The moderator key: server-side sessions for the pages, a bearer token for the JSON API.
 
-The key (``SIDECAR_MODERATOR_KEY``) is the only secret: the cookie is signed with a key derived
-from it (so every worker agrees without more configuration, and changing the key logs everyone
-out), carries the moderator's name and a CSRF token for the forms, and expires. Failed attempts
-are counted per client address in Redis and answered 429 past a limit.
+The key (``SIDECAR_MODERATOR_KEY``) is the only secret. Logging in creates a session record in
+Redis (name, CSRF token, a fingerprint of the key) that expires after 12 h; the cookie holds only
+its id, signed with a key derived from the moderator key. Logging out deletes the record, so a
+copied cookie dies with it; a new moderator key ends every session (the signature and the
+fingerprint no longer match).
+
+Wrong keys are counted in Redis per client address (``MAX_FAILURES`` in ``FAILURE_WINDOW_S``,
+then that address gets 429) and for all addresses together (past ``GLOBAL_MAX_FAILURES``, an
+address that already failed is refused at once, so a guesser spreading attempts over many
+addresses gets one try per address, while a moderator who typed the key right is never held up).
+The client address is the one ``SIDECAR_PROXY_HOPS`` trusted proxies report (``sidecar.api.app``).
+Without Redis nothing can be counted or looked up: logins and sessions are refused (503), never
+left unlimited.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from pydantic import SecretStr
+
+from sidecar.errors import ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +38,11 @@ SESSION_COOKIE = "sidecar_moderator"
 SESSION_MAX_AGE_S = 12 * 3600
 MAX_FAILURES = 10  # per client address ...
 FAILURE_WINDOW_S = 15 * 60  # ... in this window
+GLOBAL_MAX_FAILURES = 100  # all addresses together, in the same window
+REDIS_DOWN = ("moderator sign-in is unavailable right now: its sessions and rate limit live in "
+              "Redis, which cannot be reached")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,19 +51,23 @@ class Session:
 
     name: str
     csrf: str
+    sid: str = ""
 
 
 class ModeratorAuth:
-    """Checks the moderator key and issues and reads session cookies."""
+    """Checks the moderator key, counts wrong ones, and issues, reads and ends sessions."""
 
     def __init__(self, key: SecretStr | None, redis_client: redis.Redis, prefix: str) -> None:
         self._key = key.get_secret_value().encode() if key is not None else None
         self._redis = redis_client
-        self._prefix = prefix
+        self._prefix = f"{prefix}:moderation"
         self._signer = None
+        self._fingerprint = ""
         if self._key:
             secret = hmac.new(self._key, b"sidecar moderation session", hashlib.sha256)
             self._signer = URLSafeTimedSerializer(secret.hexdigest(), salt="moderation")
+            self._fingerprint = hmac.new(self._key, b"sidecar moderation key id",
+                                         hashlib.sha256).hexdigest()[:16]
 
     @property
     def enabled(self) -> bool:
@@ -55,23 +78,48 @@ class ModeratorAuth:
         """Constant-time comparison with the configured key."""
         return bool(self._key) and hmac.compare_digest(candidate.encode(), self._key or b"")
 
+    def _redis_call(self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except redis.RedisError as exc:
+            raise ServiceUnavailable(REDIS_DOWN, internal=str(exc)) from exc
+
+    # -- sessions --------------------------------------------------------------------------------
+    def _session_key(self, sid: str) -> str:
+        return f"{self._prefix}:session:{sid}"
+
     def issue(self, name: str) -> tuple[str, Session]:
-        """A new session: the cookie value and what it holds."""
+        """A new session, recorded in Redis: the cookie value and what it holds."""
         assert self._signer is not None
-        session = Session(name=name.strip()[:100] or "moderator", csrf=secrets.token_urlsafe(24))
-        return self._signer.dumps({"n": session.name, "c": session.csrf}), session
+        session = Session(name=name.strip()[:100] or "moderator",
+                          csrf=secrets.token_urlsafe(24), sid=secrets.token_urlsafe(24))
+        record = json.dumps({"n": session.name, "c": session.csrf, "k": self._fingerprint})
+        self._redis_call(lambda: self._redis.set(self._session_key(session.sid), record,
+                                                 ex=SESSION_MAX_AGE_S))
+        return self._signer.dumps({"s": session.sid}), session
 
     def read(self, cookie: str | None) -> Session | None:
-        """The session in a cookie, or None if absent, forged or expired."""
+        """The live session of a cookie, or None if absent, forged, expired or ended."""
         if not cookie or self._signer is None:
             return None
         try:
             data = self._signer.loads(cookie, max_age=SESSION_MAX_AGE_S)
         except BadSignature:
             return None
-        if not isinstance(data, dict) or not isinstance(data.get("c"), str):
+        sid = data.get("s") if isinstance(data, dict) else None
+        if not isinstance(sid, str) or not sid:
             return None
-        return Session(name=str(data.get("n") or "moderator"), csrf=data["c"])
+        raw = self._redis_call(lambda: self._redis.get(self._session_key(sid)))
+        if raw is None:
+            return None  # logged out, or expired
+        record = json.loads(raw)
+        if not hmac.compare_digest(str(record.get("k", "")), self._fingerprint):
+            return None  # issued under another moderator key
+        return Session(name=str(record.get("n") or "moderator"), csrf=str(record["c"]), sid=sid)
+
+    def end(self, session: Session) -> None:
+        """Log out: the session record goes, and every copy of its cookie with it."""
+        self._redis_call(lambda: self._redis.delete(self._session_key(session.sid)))
 
     @staticmethod
     def csrf_ok(session: Session, token: str | None) -> bool:
@@ -80,26 +128,30 @@ class ModeratorAuth:
 
     # -- failed attempts -------------------------------------------------------------------------
     def _failure_key(self, client: str) -> str:
-        return f"{self._prefix}:moderation:failures:{client}"
+        return f"{self._prefix}:failures:{client}"
 
     def blocked(self, client: str) -> bool:
-        """Too many failed attempts from this client recently."""
-        try:
-            count = self._redis.get(self._failure_key(client))
-        except redis.RedisError:
-            log.warning("redis unavailable: moderator login attempts are not limited")
-            return False
-        return count is not None and int(count) >= MAX_FAILURES
+        """Too many wrong keys from this client, or from everyone while this one failed too."""
+        def counts() -> list[bytes | None]:
+            pipe = self._redis.pipeline()
+            pipe.get(self._failure_key(client))
+            pipe.get(f"{self._prefix}:failures-all")
+            return list(pipe.execute())
+
+        mine, everyone = (int(v or 0) for v in self._redis_call(counts))
+        return mine >= MAX_FAILURES or (mine > 0 and everyone >= GLOBAL_MAX_FAILURES)
 
     def failed(self, client: str) -> None:
-        """Count one failed attempt."""
-        try:
-            key = self._failure_key(client)
-            # The window starts at the first failure (SET NX EX, not EXPIRE NX: Redis 6.2 has no
-            # EXPIRE options); later failures only count.
+        """Count one wrong key, for this client and for all."""
+        log.warning("wrong moderator key from %s", client)
+
+        def count() -> None:
+            # Each window starts at its first failure (SET NX EX, not EXPIRE NX: Redis 6.2 has
+            # no EXPIRE options); later failures only count.
             pipe = self._redis.pipeline()
-            pipe.set(key, 0, ex=FAILURE_WINDOW_S, nx=True)
-            pipe.incr(key)
+            for key in (self._failure_key(client), f"{self._prefix}:failures-all"):
+                pipe.set(key, 0, ex=FAILURE_WINDOW_S, nx=True)
+                pipe.incr(key)
             pipe.execute()
-        except redis.RedisError:
-            log.warning("redis unavailable: failed moderator login not counted")
+
+        self._redis_call(count)

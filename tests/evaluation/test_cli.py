@@ -56,3 +56,51 @@ def test_eval_writes_json_markdown_and_png(eval_settings: Any, eval_dump: Path,
     second = json.loads(out.read_text())
     assert second["comparisons"] == doc["comparisons"]
     assert second["meta"]["state"]["reused"] is True
+
+
+def _break_posts(dump: Path, keep: int) -> None:
+    """Rewrite posts.jsonl so that every row after the first ``keep`` lacks its text."""
+    lines = (dump / "posts.jsonl").read_text().splitlines()
+    broken = []
+    for i, line in enumerate(lines):
+        row = json.loads(line)
+        if i >= keep:
+            row["body"] = row.pop("raw")  # another dump format's column name
+        broken.append(json.dumps(row))
+    (dump / "posts.jsonl").write_text("\n".join(broken) + "\n")
+
+
+def test_eval_on_an_unimportable_dump_fails_naming_the_rejected_rows(
+    eval_settings: Any, eval_dump: Path, tmp_path: Path
+) -> None:
+    _break_posts(eval_dump, keep=0)
+    out = tmp_path / "results" / "eval.json"
+    args = ["eval", "--dump", str(eval_dump), "--out", str(out), "--config", "keyword-best",
+            "--resamples", "100", "--no-png"]
+    result = CliRunner().invoke(main, args, env=_env(eval_settings))
+    assert result.exit_code != 0, result.output
+    assert "rejected 25 rows" in result.output
+    assert "posts.jsonl:1: raw: Field required" in result.output
+    assert "--allow-rejected" in result.output
+    assert "0.000" not in result.output and not out.exists()
+    # Allowing the rejected rows does not allow evaluating an empty forum.
+    allowed = CliRunner().invoke(main, [*args, "--allow-rejected"], env=_env(eval_settings))
+    assert allowed.exit_code != 0, allowed.output
+    assert "no public post" in allowed.output and not out.exists()
+
+
+def test_eval_with_some_rejected_rows_runs_only_when_allowed(
+    eval_settings: Any, eval_dump: Path, tmp_path: Path
+) -> None:
+    _break_posts(eval_dump, keep=24)  # the private topic's post is rejected
+    out = tmp_path / "eval.json"
+    args = ["eval", "--dump", str(eval_dump), "--out", str(out), "--config", "keyword-best",
+            "--resamples", "100", "--no-png"]
+    refused = CliRunner().invoke(main, args, env=_env(eval_settings))
+    assert refused.exit_code != 0 and "posts.jsonl:25" in refused.output
+    allowed = CliRunner().invoke(main, [*args, "--allow-rejected"], env=_env(eval_settings))
+    assert allowed.exit_code == 0, allowed.output
+    assert json.loads(out.read_text())["meta"]["state"]["imported"]["rejected_rows"] == 1
+    # The state is reused now, and still refused without the flag.
+    again = CliRunner().invoke(main, args, env=_env(eval_settings))
+    assert again.exit_code != 0 and "posts.jsonl:25" in again.output

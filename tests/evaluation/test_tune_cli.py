@@ -50,11 +50,12 @@ def test_tune_on_the_demo_dump_then_eval_and_search_serve_the_profile(
     res = start_resources(eval_settings)
     try:
         client = create_app(eval_settings, res).test_client()
-        health = client.get("/v1/health").json
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        health = client.get("/v1/health", headers=auth).json
         assert health["search"]["source"] == "profile"
         assert health["search"]["served"] == doc["served"]["describe"]
         body = client.post("/v1/search", json={"query": "ZFS pool", "limit": 3},
-                           headers={"Authorization": f"Bearer {API_KEY}"}).json
+                           headers=auth).json
         assert body["config"] == doc["served"]["describe"]
     finally:
         res.close()

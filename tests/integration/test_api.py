@@ -18,10 +18,10 @@ def test_every_v1_route_needs_the_key(client: Any) -> None:
     assert client.get("/v1/unknown-route").status_code == 401  # nothing leaks without the key
 
 
-def test_health_ready_and_metrics_are_open(client: Any) -> None:
+def test_health_ready_and_metrics_are_open(client: Any, auth: dict[str, str]) -> None:
     health = client.get("/v1/health")
-    assert health.status_code == 200
-    body = health.json
+    assert health.status_code == 200 and health.json == {"status": "ok"}
+    body = client.get("/v1/health", headers=auth).json
     assert body["status"] == "ok"
     assert body["models"]["embedder"]["dimensions"] == 384
     assert body["models"]["embedder"]["provider"] == "cpu"

@@ -138,8 +138,8 @@ def test_import_refuses_a_real_forum_and_a_non_dump(db_url: str, tmp_path: Path)
             CREATE TABLE topics (id int, title varchar, slug varchar, category_id int,
                 archetype varchar, visible bool, deleted_at timestamp, bumped_at timestamp);
             CREATE TABLE posts (id int, topic_id int, post_number int, raw text, cooked text,
-                deleted_at timestamp, hidden bool, post_type int, updated_at timestamp,
-                reply_to_post_number int, user_deleted bool);
+                deleted_at timestamp, hidden bool, hidden_at timestamp, post_type int,
+                updated_at timestamp, reply_to_post_number int, user_deleted bool);
             CREATE TABLE tags (id int, name varchar);
             CREATE TABLE topic_tags (topic_id int, tag_id int);
             CREATE TABLE post_search_data (post_id int, search_data tsvector);

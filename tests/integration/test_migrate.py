@@ -52,7 +52,8 @@ def test_a_real_forum_is_read_never_altered(db_url: str) -> None:
                 category_id int, archetype varchar, visible bool, deleted_at timestamp,
                 bumped_at timestamp);
             CREATE TABLE posts (id int PRIMARY KEY, topic_id int, post_number int, raw text,
-                cooked text, deleted_at timestamp, hidden bool, post_type int,
+                cooked text, deleted_at timestamp, hidden bool, hidden_at timestamp,
+                post_type int,
                 updated_at timestamp, reply_to_post_number int, user_deleted bool);
             CREATE TABLE tags (id int PRIMARY KEY, name varchar);
             CREATE TABLE topic_tags (topic_id int, tag_id int);

@@ -22,7 +22,7 @@ from tests.conftest import API_KEY
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 ENV_LINE = re.compile(r"^(#?)([A-Z][A-Z0-9_]*)=(.*)$")
 # Values the example sets on purpose to something other than the default.
-NOT_DEFAULT = {"SIDECAR_STATE_DIR"}
+NOT_DEFAULT = {"SIDECAR_STATE_DIR", "SIDECAR_PROXY_HOPS"}
 
 
 def _env_name(name: str, field: Any) -> str:
@@ -107,6 +107,9 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_gunicorn_serves_the_app_factory(tmp_path: Path, db_url: str, redis_url: str,
                                          minilm_dir: Path) -> None:
+    from sidecar.db.migrate import upgrade
+
+    upgrade(db_url)  # the unit's ExecStartPre: workers only check the schema
     port = _free_port()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("SIDECAR_") and k not in {"DATABASE_URL", "REDIS_URL"}}

@@ -15,7 +15,9 @@ from models.host import ThreadedHost
 from sidecar.api import create_app
 from sidecar.errors import ConfigurationError, Conflict
 from sidecar.resources import start_resources
-from tests.conftest import make_settings
+from tests.conftest import API_KEY, make_settings
+
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
 def _broken_copy(model_dir: Path, target: Path) -> Path:
@@ -67,7 +69,7 @@ def test_a_broken_reranker_degrades_and_says_where_and_why(
     assert str(broken / "model.onnx") in res.reranker_error
     assert any(str(broken) in r.getMessage() and "checksum" in r.getMessage()
                for r in caplog.records)  # fmt: skip
-    health = create_app(settings, res).test_client().get("/v1/health").json
+    health = create_app(settings, res).test_client().get("/v1/health", headers=AUTH).json
     assert "checksum mismatch" in health["models"]["reranker"]["error"]
     res.close()
 
@@ -82,7 +84,7 @@ def test_the_sidecar_uses_a_model_host_named_by_settings(
         assert isinstance(res.embedder, RemoteEmbedder)
         assert (res.model.name, res.model.dimensions) == ("all-minilm-l6-v2", 384)
         models: dict[str, Any] = create_app(settings, res).test_client().get(
-            "/v1/health").json["models"]
+            "/v1/health", headers=AUTH).json["models"]
         assert models["embedder"]["provider"] == "cpu"
         assert models["reranker"] == {"name": "tiny-cross-encoder-seed3", "provider": "cpu"}
         assert res.reranker is not None
@@ -103,7 +105,6 @@ def test_a_model_host_that_goes_down_is_a_503_not_a_500(
     tmp_path: Path, db_url: str, redis_url: str, minilm: OnnxEmbedder
 ) -> None:
     from models.host import create_host_app
-    from tests.conftest import API_KEY
 
     host = ThreadedHost(create_host_app(minilm)).start()
     settings = make_settings(tmp_path, db_url, redis_url, embed_url=host.url,

@@ -9,7 +9,10 @@ so that a blind spot of one is not the blind spot of the other. It looks three w
 2. the HTML that markdown-it renders (raw HTML and linkify on, every scheme accepted): only
    harmless tags, no attribute but ``href`` on ``<a>`` (and a code block's language class), and
    every ``href`` allowed;
-3. the text of that HTML, once more through (1).
+3. the text of that HTML, once more through (1);
+4. the tokens Discourse's own markdown-it would produce, through a port of its "text
+   post-process" rules (discourse-markdown-it: features/mentions.js, hashtag-autocomplete.js,
+   text-post-process.js): no ``@mention`` or ``#hashtag`` may come alive.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import unicodedata
 from html.parser import HTMLParser
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import isPunctChar, isWhiteSpace
 
 _TLDS = ("com|net|org|io|co|ru|cn|info|biz|xyz|app|dev|example|site|online|me|"
          "de|fr|uk|us|eu|tv|onion|top|shop|link|click|zip|mov|gov|edu")
@@ -90,6 +94,81 @@ class _Html(HTMLParser):
         self.tags.append(("!--", []))
 
 
+# As Discourse builds its engine (markdown-it's default preset, raw HTML, line breaks, linkify,
+# typographer); markdown-it >= 13 joins escapes and entities back into the text tokens.
+_DISCOURSE = MarkdownIt("default", {"html": True, "breaks": True, "linkify": True,
+                                    "typographer": True})
+# The hashtag rule as Discourse writes it (JavaScript's \w is ASCII).
+_HASHTAG = re.compile(r"#([\u00C0-\u1FFF\u2C00-\uD7FF0-9A-Za-z_:-]{1,101})")
+
+
+def _name_char(ch: str) -> bool:
+    # unicode_usernames: \p{Alphabetic}, \p{Mark}, \p{Decimal_Number} (a superset of ASCII \w
+    # without "_", which the rule adds separately)
+    return ch.isalnum() or unicodedata.category(ch).startswith("M")
+
+
+def _mention_end(text: str, at: int) -> int | None:
+    """End of the mention matched at ``text[at] == "@"``, or None.
+
+    ``@([alnum_][alnum._-]{0,58}[alnum])|@([alnum_])``: the longest name of at most 60
+    characters that ends in a letter or digit, else one character.
+    """
+    i = at + 1
+    if i >= len(text) or not (_name_char(text[i]) or text[i] == "_"):
+        return None
+    end = i + 1
+    j = i + 1
+    while j < len(text) and j - i < 60 and (_name_char(text[j]) or text[j] in "._-"):
+        j += 1
+        if _name_char(text[j - 1]):
+            end = j
+    return end
+
+
+def _boundary(ch: str) -> bool:
+    return isWhiteSpace(ord(ch)) or isPunctChar(ch)
+
+
+def live_mentions(text: str) -> list[str]:
+    """The mentions and hashtags Discourse would render in one text token's content."""
+    found = []
+    pos = 0
+    while pos < len(text):
+        at = min((i for i in (text.find("@", pos), text.find("#", pos)) if i != -1), default=-1)
+        if at == -1:
+            break
+        if text[at] == "@":
+            end = _mention_end(text, at)
+        else:
+            m = _HASHTAG.match(text, at)
+            end = m.end() if m else None
+        if end is None:
+            pos = at + 1
+            continue
+        if (at == 0 or _boundary(text[at - 1])) and (end == len(text) or _boundary(text[end])):
+            found.append(text[at:end])
+        pos = end
+    return found
+
+
+def discourse_mentions(markdown: str) -> list[str]:
+    """Every live mention and hashtag of ``markdown`` cooked as Discourse cooks it."""
+    found = []
+    for block in _DISCOURSE.parse(markdown):
+        depth = 0  # text inside a link is never scanned
+        for token in block.children or []:
+            if token.type == "link_open" or (token.type == "html_inline"
+                                              and re.match(r"<a[\s>]", token.content, re.I)):
+                depth += 1
+            elif token.type == "link_close" or (token.type == "html_inline"
+                                                and token.content.lower().startswith("</a")):
+                depth = max(0, depth - 1)
+            elif token.type == "text" and depth == 0:
+                found += live_mentions(token.content)
+    return found
+
+
 def audit(markdown: str, allowed: set[str]) -> list[str]:
     """Problems found in a sanitized answer (empty: every link is one of ``allowed``)."""
     problems = _scan_text(markdown, allowed, "markdown")
@@ -107,4 +186,5 @@ def audit(markdown: str, allowed: set[str]) -> list[str]:
             elif not (tag == "code" and name == "class"):
                 problems.append(f"html: attribute {name}={value!r} on <{tag}>")
     problems += _scan_text(" ".join(parser.text), allowed, "rendered text")
+    problems += [f"discourse: live {m!r}" for m in discourse_mentions(markdown)]
     return problems

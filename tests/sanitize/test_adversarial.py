@@ -148,11 +148,25 @@ CASES: list[tuple[str, str, list[str], list[str]]] = [
     ("bidi-override", "Click \u202ehttps://evil.example\u202c now", ["Click"], ["evil"]),
     ("www-and-email", "Mail admin@evil.example or see www.evil.example.", ["Mail"],
      ["evil"]),
+    # -- Discourse mentions and hashtags (notifications to whole groups, category names) ---------
+    ("group-mentions", "Ping @admins and @moderators about this [[1]].", ["admins", "moderators"],
+     ["@admins", "@moderators"]),
+    ("user-mention-in-emphasis", "**@alice** says *@bob.smith* knows.", ["alice", "bob.smith"],
+     ["@alice", "@bob"]),
+    ("escaped-mention", "\\@admins \\#staff", ["admins", "staff"], ["@admins", "#staff"]),
+    ("entity-mention", "&#64;admins &#x40;moderators &#35;staff", ["admins"],
+     ["@admins", "#staff"]),
+    ("hashtags", "#staff #private-category #category:sub #tag::tag", ["staff"],
+     ["#staff", "#private", "#category", "#tag"]),
+    ("hashtag-line-start", "intro\n#staff\n# heading stays", ["heading stays"], ["#staff"]),
+    ("mention-after-citation", "[[1]]@admins and (link) #staff", ["admins"], ["@admins"]),
     # -- what must survive ----------------------------------------------------------------------
     ("legit-citations", "Caddy is simplest [[1]]; NPM has a UI [[5, 1]].", ["Caddy", "[1]("],
      ["[[1]]"]),
     ("legit-forum-link", "[this reply](https://FORUM.example.org/t/whatever/27/1) and "
      "https://forum.example.org/t/x/36/1", ["this reply"], ["whatever"]),
+    ("legit-code-mention", "Use `@admin_only` in code and `#include`.", ["`@admin_only`",
+     "`#include`"], []),
 ]
 
 

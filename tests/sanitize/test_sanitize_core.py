@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sidecar.core.forum_links import ForumSite, ForumTarget, find_urlish, resolve_forum_target
 from sidecar.core.sanitize import MAX_REMOVALS, EvidenceRef, LinkedPost, sanitize_answer
 from sidecar.core.sanitize_messages import pick_locale
-from tests.sanitize.checker import audit
+from tests.sanitize.checker import audit, discourse_mentions
 
 SITE = ForumSite.parse("https://forum.example.org")
 
@@ -220,6 +220,38 @@ def test_when_the_first_pass_fails_its_check_the_strict_pass_runs() -> None:
     assert audit(result.text, ALLOWED) == []
 
 
+# -- mentions and hashtags (Discourse would notify users and groups, or print a category) ---------
+@pytest.mark.parametrize("text", [
+    "Ask @admins or @moderators.", "@staff can help", "cc: @alice, @bob.smith and @x",
+    "Post it in #staff or #some-category, or #category:sub, or tag it #tag::tag.",
+    "#staff at the start of a line", "**@admins** and *#staff*", "(@admins) [#staff]",
+    "\\@admins and \\#staff", "&#64;admins and &#35;staff", "@&#97;dmins and #\\-staff",
+    "Thanks @admins! See #42.", "line one\n@admins\n#staff", "- @admins\n- #staff",
+    "| who | where |\n|---|---|\n| @admins | #staff |", "> @admins said #staff",
+    "@\u00e9lodie et #caf\u00e9", "[[1]]@admins #staff[[2]]",
+])
+def test_mentions_and_hashtags_are_made_inert(text: str) -> None:
+    assert discourse_mentions(text), "the case must be live before sanitizing"
+    result = run(text)
+    assert discourse_mentions(result.text) == []
+    assert audit(result.text, ALLOWED) == []
+    # Read the same: only invisible joiners were added.
+    visible = result.text.replace("\u200c", "")
+    for word in ("admins", "staff", "some-category", "alice", "\u00e9lodie"):
+        if word in text:
+            assert word in visible
+
+
+def test_what_is_not_a_mention_is_left_alone() -> None:
+    text = ("Mail alice@example.org, or see issue#12. Code `@admins` stays code.\n\n"
+            "```python\n@decorator\ndef f(): pass  # comment\n```\n\n## Steps\n")
+    result = run(text)
+    out = body(result.text)
+    assert "`@admins`" in out and "@decorator\ndef f(): pass  # comment" in out
+    assert "## Steps" in out and "issue#12" in out
+    assert discourse_mentions(result.text) == []
+
+
 # -- properties ------------------------------------------------------------------------------------
 FRAGMENTS = [
     "[", "]", "(", ")", "<", ">", "!", "`", "``", "```", "~~~", "\\", "\n", "\n\n", " ", "x",
@@ -229,6 +261,7 @@ FRAGMENTS = [
     "</script>", "<!--", "-->", "<img src=x onerror=alert(1)>", "<svg>", "[[1]]", "[[2, 3]]",
     "[[ 9 ]]", "www.", "data:", "\uff48\uff54\uff54\uff50", "\uff1a\uff0f\uff0f", "\u200b",
     "\u202e", "[ref]: ", "[ref]", "README.md", "<http://a.com>", "<a@b.com>", "\\[", "\\`",
+    "@admins", "#staff", "#cat:sub", "&#64;", "\\@", "\\#", "a", "é",
 ]
 
 
@@ -265,3 +298,32 @@ def test_property_plain_prose_is_kept_as_written(text: str) -> None:
 def test_pathological_inputs_finish(text: str) -> None:
     result = run(text[:50_000])
     assert audit(result.text, ALLOWED) == []
+
+
+# "[a](" repeated took 2.6 s at 50,000 characters (the most an answer may hold): each "(" scanned
+# up to 2,048 characters. Every scan must grow linearly (tests/timing.py), and no pattern may cost
+# much more than prose of the same length, measured in the same run.
+LINEAR_UNITS = ["[a](", "[a](b", "[a](<", "<!--", "<a ", "``x", "[[1]]", "http://e.com/ ",
+                "@a ", "#a "]
+
+
+def _repeat(unit: str, n: int) -> str:
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("unit", LINEAR_UNITS)
+def test_the_sanitizer_is_linear_on_pathological_input(unit: str) -> None:
+    from tests.timing import GROWTH_BOUND, growth
+
+    ratio = growth(run, lambda n: _repeat(unit, n), 6_250, repeats=3)
+    assert ratio < GROWTH_BOUND, f"{unit!r}: 4x the input took {ratio:.1f}x the time"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("unit", ["[a](", "[a](b"])
+def test_pathological_input_costs_about_what_prose_costs(unit: str) -> None:
+    from tests.timing import relative_cost
+
+    cost = relative_cost(run, _repeat(unit, 25_000), _repeat("Caddy or nginx? ", 25_000))
+    assert cost < 4, f"{unit!r} took {cost:.1f}x the time of prose of the same length"

@@ -1,0 +1,136 @@
+"""Moderator access behind a reverse proxy: the client address, throttling, revocable sessions.
+
+Behind the proxy the deploy files assume, every request comes from 127.0.0.1: the client address
+must come from ``X-Forwarded-For`` as far as ``SIDECAR_PROXY_HOPS`` trusted proxies say, or ten
+wrong keys from anyone lock every moderator out. With Redis down, logins are refused (503), not
+left unlimited. Logging out ends the session on the server; a new moderator key ends them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+import redis
+from pydantic import SecretStr
+
+from sidecar.moderation.auth import GLOBAL_MAX_FAILURES, MAX_FAILURES, SESSION_COOKIE
+from tests.moderation.conftest import MODERATOR_KEY
+from tests.moderation.test_moderation_pages import csrf_of
+
+ATTACKER = "203.0.113.5"
+MODERATOR = "198.51.100.7"
+
+
+def _app(mod_state: Any, **settings: Any) -> Any:
+    from sidecar.api import create_app
+
+    updated = mod_state.settings.model_copy(update=settings)
+    return create_app(updated, dataclasses.replace(mod_state, settings=updated, extras={}))
+
+
+def _login(client: Any, client_ip: str | None, key: str = MODERATOR_KEY) -> Any:
+    headers = {"X-Forwarded-For": client_ip} if client_ip else {}
+    return client.post("/moderation/login", data={"key": key, "name": "alice", "next": ""},
+                       headers=headers)
+
+
+def test_wrong_logins_from_one_address_do_not_lock_out_another(mod_state: Any) -> None:
+    proxied = _app(mod_state, proxy_hops=1).test_client()
+    codes = [_login(proxied, ATTACKER, key=f"guess{i}").status_code
+             for i in range(MAX_FAILURES + 1)]
+    assert codes == [401] * MAX_FAILURES + [429]  # that address is throttled
+    assert _login(proxied, ATTACKER).status_code == 429  # even with the right key
+    assert _login(proxied, MODERATOR).status_code == 303  # the moderator elsewhere logs in
+
+
+def test_the_api_counts_by_client_address_too(mod_state: Any) -> None:
+    proxied = _app(mod_state, proxy_hops=1).test_client()
+    wrong = {"Authorization": "Bearer nope", "X-Forwarded-For": ATTACKER}
+    codes = [proxied.get("/v1/moderation/retrievals", headers=wrong).status_code
+             for _ in range(MAX_FAILURES + 1)]
+    assert codes[-1] == 429
+    right = {"Authorization": f"Bearer {MODERATOR_KEY}", "X-Forwarded-For": MODERATOR}
+    assert proxied.get("/v1/moderation/retrievals", headers=right).status_code == 200
+
+
+def test_without_trusted_proxies_the_header_is_ignored(mod_state: Any) -> None:
+    direct = _app(mod_state, proxy_hops=0).test_client()
+    for i in range(MAX_FAILURES):  # a new forged address each time
+        assert _login(direct, f"192.0.2.{i}", key=f"guess{i}").status_code == 401
+    assert _login(direct, "192.0.2.200", key="again").status_code == 429
+
+
+def test_only_the_trusted_hops_are_believed(mod_state: Any) -> None:
+    # One proxy: it appends the address it saw; whatever the client wrote before is ignored.
+    proxied = _app(mod_state, proxy_hops=1).test_client()
+    for i in range(MAX_FAILURES):
+        assert _login(proxied, f"10.9.9.{i}, {ATTACKER}", key=f"g{i}").status_code == 401
+    assert _login(proxied, f"10.9.9.99, {ATTACKER}").status_code == 429
+
+
+def test_many_addresses_cannot_guess_without_limit(mod_state: Any) -> None:
+    """Every wrong key also counts towards a limit shared by all addresses: past it, an address
+    that already failed is refused at once, while one that never failed still logs in."""
+    proxied = _app(mod_state, proxy_hops=1).test_client()
+    for i in range(GLOBAL_MAX_FAILURES):
+        _login(proxied, f"10.{i // 250}.{i % 250}.1", key=f"guess{i}")
+    assert _login(proxied, "10.0.0.1", key="one more").status_code == 429
+    assert _login(proxied, "10.0.0.1").status_code == 429
+    assert _login(proxied, MODERATOR).status_code == 303
+
+
+def test_logins_fail_closed_when_redis_is_down(mod_state: Any) -> None:
+    from sidecar.moderation.auth import ModeratorAuth
+
+    dead = redis.Redis(unix_socket_path="/nonexistent/redis.sock")
+    app = _app(mod_state, proxy_hops=1)
+    app.extensions["sidecar"].extras["moderator_auth"] = ModeratorAuth(
+        SecretStr(MODERATOR_KEY), dead, "deadprefix")
+    http = app.test_client()
+    page = _login(http, MODERATOR)
+    assert page.status_code == 503
+    assert "rate limit" in page.get_data(as_text=True)
+    api = http.get("/v1/moderation/retrievals",
+                   headers={"Authorization": f"Bearer {MODERATOR_KEY}"})
+    assert api.status_code == 503 and api.json["error"]["code"] == "service_unavailable"
+
+
+def _session_cookie(client: Any) -> str:
+    cookie = client.get_cookie(SESSION_COOKIE, path="/moderation")
+    assert cookie is not None
+    return str(cookie.value)
+
+
+def test_logout_ends_the_session_on_the_server(mod_state: Any) -> None:
+    app = _app(mod_state)
+    http = app.test_client()
+    assert _login(http, None).status_code == 303
+    stolen = _session_cookie(http)
+    page = http.get("/moderation/").get_data(as_text=True)
+    assert http.post("/moderation/logout", data={"csrf": csrf_of(page)}).status_code == 303
+    thief = app.test_client()
+    thief.set_cookie(SESSION_COOKIE, stolen, path="/moderation")
+    assert thief.get("/moderation/").status_code == 303  # back to the login page
+
+
+def test_a_new_moderator_key_ends_every_session(mod_state: Any) -> None:
+    http = _app(mod_state).test_client()
+    assert _login(http, None).status_code == 303
+    cookie = _session_cookie(http)
+    rotated = _app(mod_state, moderator_key=SecretStr("a-brand-new-key-123")).test_client()
+    rotated.set_cookie(SESSION_COOKIE, cookie, path="/moderation")
+    assert rotated.get("/moderation/").status_code == 303
+
+
+@pytest.mark.parametrize("hops", [0, 1])
+def test_the_client_address_is_the_one_logged(mod_state: Any, hops: int,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    http = _app(mod_state, proxy_hops=hops).test_client()
+    with caplog.at_level(logging.WARNING, logger="sidecar.moderation.auth"):
+        _login(http, ATTACKER, key="wrong")
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert (ATTACKER in logged) is (hops == 1)
