@@ -7,13 +7,12 @@ from pathlib import Path
 
 import click
 
-from sidecar.model_setup import ensure_model
-from sidecar.profile import write_profile
 from sidecar.settings import Settings
-from sidecar.tuning.judgements import SOURCES
-from sidecar.tuning.render import to_markdown
-from sidecar.tuning.session import run_tune
-from sidecar.tuning.tune import MIN_QUERIES
+
+# Judgement sources and the refusal threshold, repeated here so that importing the CLI stays
+# light (the tuner loads numpy; `sidecar model-host` forks after importing every command).
+SOURCES = ("qrels", "labels", "search_log")
+MIN_QUERIES = 50
 
 
 @click.command("tune")
@@ -45,6 +44,12 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     The profile goes to SIDECAR_SEARCH_PROFILE (default <state dir>/search-profile.json); the
     API reads it at start-up (restart or reload it to apply).
     """
+    # Heavy (numpy, the models): loaded when the command runs, not when the CLI is imported.
+    from sidecar.model_setup import ensure_model
+    from sidecar.profile import write_profile
+    from sidecar.tuning.render import to_markdown
+    from sidecar.tuning.session import run_tune
+
     ensure_model(settings)
     doc, profile = run_tune(settings, dump=dump, sources=sources or SOURCES, folds=folds,
                             seed=seed, resamples=resamples, min_queries=min_queries,

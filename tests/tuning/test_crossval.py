@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sidecar.cli import tune as tune_cli
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode
 from sidecar.db.judgements_read import ClickRow, LabelRow
@@ -13,7 +14,7 @@ from sidecar.tuning import judgements as jm
 from sidecar.tuning.crossval import best_candidate, cross_validate, kfold
 from sidecar.tuning.scoring import ScoreTable
 from sidecar.tuning.space import candidates
-from sidecar.tuning.tune import check_enough, reference_candidates, tune
+from sidecar.tuning.tune import MIN_QUERIES, check_enough, reference_candidates, tune
 
 
 def test_kfold_partitions_every_query_once() -> None:
@@ -115,3 +116,7 @@ def test_sources_merge_and_clicks_get_inverse_propensity_weights() -> None:
     assert weighted[2].weight == pytest.approx((1 + jm.IPS_CLIP) / 2)
     assert jm.ips_weight(3) == 3 and jm.ips_weight(40) == jm.IPS_CLIP
     assert jm.counts(weighted) == {"qrels": 0, "labels": 2, "search_log": 1}
+
+
+def test_the_cli_names_the_same_sources_and_threshold_as_the_tuner() -> None:
+    assert tune_cli.SOURCES == jm.SOURCES and tune_cli.MIN_QUERIES == MIN_QUERIES
