@@ -114,8 +114,11 @@ def test_models_check_shows_the_provider_really_loaded(tmp_path: Path,
     assert "not running on 'cuda'" in asked.stderr
 
 
-def test_health_reports_the_onnx_runtime_build_and_providers(client: Any) -> None:
-    health = client.get("/v1/health").json
+def test_health_reports_the_onnx_runtime_build_and_providers(
+    client: Any, auth: dict[str, str]
+) -> None:
+    # Without the key /v1/health says only "ok"; the detail is for the operator.
+    health = client.get("/v1/health", headers=auth).json
     assert health["onnxruntime"]["installed"] is True
     assert "CPUExecutionProvider" in health["onnxruntime"]["available_providers"]
     assert health["models"]["embedder"]["provider"] == "cpu"
