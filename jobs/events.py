@@ -3,7 +3,8 @@
 Privacy is handled inside the request: a deleted or hidden post, and any post in scope that is
 no longer public (moved into a private message or a read-restricted category, unlisted...), loses
 its vectors before the 202 is sent. Re-embedding, which needs the model, is queued; the digest
-decides whether a post's text really changed.
+decides whether a post's text really changed. Every event is also written to the keyword change
+log, which each node's keyword index applies (sidecar/keyword/).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import RegisteredModel, delete_embeddings, delete_not_public
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.keyword.changes import log_event
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +101,16 @@ def index_targets(ctx: JobContext) -> list[tuple[RegisteredModel, int]]:
 
 
 def apply_event(res: Env, event: str, ids: Sequence[int]) -> EventOutcome:
-    """Remove what must go now, queue what must be re-embedded."""
+    """Remove what must go now, queue what must be re-embedded, log it for the keyword index."""
     ids = sorted(set(ids))
+    if event not in EMBED_POSTS | REMOVE_POSTS | SCOPES.keys():
+        raise ValueError(f"unknown event {event!r}")
     outcome = EventOutcome(event, ids)
     settings = res.settings
+    with res.db.connection() as conn:
+        # Every node's keyword index applies it within SIDECAR_KEYWORD_SYNC_S (a post that left
+        # the public is never returned meanwhile: the leg filters at query time).
+        log_event(conn, event, ids)
     if event in REMOVE_POSTS:
         # The forum says so: no second opinion, the vectors go (a post wrongly removed comes
         # back as "missing" in the next backfill; a leak would not come back).

@@ -15,8 +15,9 @@ from sidecar.core.types import Leg, Mode, PostHit, TopicHit, TopicScore
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.forum_read import PostRecord, public_posts
-from sidecar.db.search_sql import TermStats, keyword_leg, semantic_leg
+from sidecar.db.search_sql import semantic_leg
 from sidecar.errors import InvalidInput
+from sidecar.keyword import KeywordIndex, keyword_leg
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -87,13 +88,16 @@ class SearchService:
         settings: Settings,
         *,
         iterative_scan: bool = True,
+        keyword: KeywordIndex | None = None,
     ) -> None:
         self.db = db
         self.embedder = embedder
         self.model = model
         self.settings = settings
         self.iterative_scan = iterative_scan
-        self.term_stats = TermStats()
+        # This node's keyword index of the database (kept in sync by its owner, see
+        # sidecar/keyword/node.py); one is opened on the state directory when none is given.
+        self.keyword = keyword or KeywordIndex(db, settings.state_dir)
 
     def check_query(self, query: str) -> str:
         """Normalize a query; refuse an empty or over-long one."""
@@ -149,12 +153,14 @@ class SearchService:
                     trace.skip("semantic", f"{options.mode.value} mode")
                 if Leg.KEYWORD in legs:
                     with trace.step("keyword") as detail:
-                        rankings[Leg.KEYWORD] = keyword_leg(
-                            conn, ts_config=self.settings.ts_config, query=query, k=post_k,
-                            stats=self.term_stats,
+                        searcher = self.keyword.searcher()
+                        rankings[Leg.KEYWORD] = [] if searcher is None else keyword_leg(
+                            conn, searcher, ts_config=self.settings.ts_config, query=query,
+                            k=post_k,
                         )
                         detail.update(posts=len(rankings[Leg.KEYWORD]), k=post_k,
-                                      ts_config=self.settings.ts_config)
+                                      ts_config=self.settings.ts_config,
+                                      index="missing" if searcher is None else "tantivy")
                 else:
                     trace.skip("keyword", f"{options.mode.value} mode")
             with trace.step("fuse") as detail:

@@ -30,7 +30,8 @@ def _model_info() -> dict[str, Any]:
 
 @bp.get("/v1/health")
 @documented(path="/v1/health", method="get", tag="operations", auth=None,
-            summary="Liveness, version, and which models and execution providers are in use.")
+            summary="Liveness, version, which models and execution providers are in use, and "
+                    "this node's keyword index (documents, last sync).")
 def health() -> ResponseReturnValue:
     """The process is up; says what it runs on."""
     res = get_resources()
@@ -41,6 +42,7 @@ def health() -> ResponseReturnValue:
         "redis": "embedded" if res.urls.embedded_redis else "external",
         "pgvector": res.pgvector,
         "models": _model_info(),
+        "keyword_index": res.search.keyword.describe(),
     })
 
 
