@@ -64,7 +64,10 @@ def _phrase_clauses(words: tuple[tuple[int, str], ...]) -> list[Clause]:
 
 def _should(node: Node) -> list[Clause]:
     """The node as OR-ed clauses: a disjunction of terms stays flat, which is what lets
-    Tantivy skip blocks of postings that cannot reach the top k (block-max WAND)."""
+    Tantivy skip blocks of postings that cannot reach the top k (block-max WAND).
+
+    A word the question repeats is a clause each time: BM25's query term frequency.
+    """
     if isinstance(node, Term):
         return _term_clauses(node.lexeme)
     if isinstance(node, Phrase):
@@ -115,10 +118,12 @@ def keyword_leg(
             break
         ids = [int(i or 0) for i in searcher.fast_field_values("post_id", [a for _, a in page])]
         public = ksql.public_topics(conn, ids)
-        for (score, _), post_id in zip(page, ids, strict=True):
-            if post_id in public and len(hits) < k:
-                hits.append(PostHit(post_id=post_id, topic_id=public[post_id],
-                                    rank=len(hits) + 1, score=float(score)))
+        # Equal scores are ordered by post id, as every node would (not by segment order).
+        found = sorted((-score, post_id) for (score, _), post_id in zip(page, ids, strict=True)
+                       if post_id in public)
+        for neg_score, post_id in found[:k - len(hits)]:
+            hits.append(PostHit(post_id=post_id, topic_id=public[post_id],
+                                rank=len(hits) + 1, score=float(-neg_score)))
         if len(hits) >= k or len(page) < want:
             break
         offset += want

@@ -46,15 +46,15 @@ class SyncReport:
 
     rebuilt: bool = False
     changes: int = 0  # change-log rows applied
-    added: int = 0
-    deleted: int = 0
-    docs: int = 0
+    posts: int = 0  # distinct posts they named (their documents deleted, then re-read)
+    added: int = 0  # documents written (public posts)
+    docs: int = 0  # documents in the index now
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"rebuilt": self.rebuilt, "changes": self.changes, "added": self.added,
-                "deleted": self.deleted, "docs": self.docs, "seconds": round(self.seconds, 3)}
+        return {"rebuilt": self.rebuilt, "changes": self.changes, "posts": self.posts,
+                "added": self.added, "docs": self.docs, "seconds": round(self.seconds, 3)}
 
 
 class KeywordIndex:
@@ -88,7 +88,8 @@ class KeywordIndex:
         if self._reader is None or now - self._checked >= CHECK_S:
             self._checked = now
             self._refresh_reader()
-        return self._reader[1].searcher() if self._reader else None
+        reader = self._reader  # another thread may replace it meanwhile
+        return reader[1].searcher() if reader else None
 
     def _refresh_reader(self) -> None:
         build = self.folder().current()
@@ -199,11 +200,12 @@ class KeywordIndex:
                    after_rebuild: bool = False) -> SyncReport:
         """Apply the log after ``state.last_change`` to ``build``, a batch per commit.
 
-        A rebuild asked of every node (a NULL post id in the log) rebuilds instead; right after
-        a rebuild such a request is already met.
+        Every logged post's document is deleted and the public ones are read again, so
+        applying a change twice is harmless. A rebuild asked of every node (a NULL post id in
+        the log) rebuilds instead; right after a rebuild such a request is already met.
         """
-        report = SyncReport()
-        index = open_index(build)
+        report = SyncReport(docs=state.docs)
+        index: tantivy.Index | None = None
         writer: Writer | None = None
         rebuild_asked = False
         try:
@@ -217,12 +219,13 @@ class KeywordIndex:
                         break
                     ids = sorted({pid for _, pid in changes if pid is not None})
                     documents = ksql.public_documents(conn, ids)
+                index = index or open_index(build)
                 writer = writer or Writer(index)
-                writer.delete(ids)  # every logged post goes; the public ones come back
+                writer.delete(ids)
                 writer.add(documents)
                 writer.commit()
                 report.changes += len(changes)
-                report.deleted += len(ids)
+                report.posts += len(ids)
                 report.added += len(documents)
                 state.last_change = changes[-1][0]
                 state.synced_at = time.time()
@@ -232,8 +235,9 @@ class KeywordIndex:
                 writer.close()
         if rebuild_asked:
             return self._rebuild_locked()
-        index.reload()
-        state.docs = report.docs = index.searcher().num_docs
+        if index is not None:
+            index.reload()
+            state.docs = report.docs = index.searcher().num_docs
         state.synced_at = time.time()
         state.save(build)
         return report

@@ -21,7 +21,7 @@ from sidecar.cli import main
 from sidecar.core.types import Mode
 from sidecar.db import keyword_sql as ksql
 from sidecar.db.forum_write import reindex_search_data
-from sidecar.keyword import KeywordIndex, keyword_leg, rebuild_keyword_index
+from sidecar.keyword import KeywordIndex, keyword_leg, keyword_tsquery, rebuild_keyword_index
 from sidecar.keyword.changes import ask_every_node_to_rebuild, catch_up
 from sidecar.keyword.store import TEXT_FIELDS
 from sidecar.resources import Resources
@@ -190,16 +190,18 @@ def test_the_public_filter_applies_at_query_time(dummy_res: Resources) -> None:
     assert NEW_POST not in {p.post_id for t in outcome.topics for p in t.posts}
 
 
-@pytest.mark.parametrize("query", ['"mount the pool"', "zfs -scrub", "wireguard or tailscale",
-                                   '"home assistant" backup -restic'])
-def test_operator_queries_match_what_postgresql_matches(dummy_res: Resources,
-                                                        query: str) -> None:
+@pytest.mark.parametrize("query", ['"the pool now shows"', "zfs -scrub", "wireguard or restic",
+                                   '"home assistant" -zigbee', "zfs scrub checksum errors",
+                                   "c-state idle power draw", "l'hébergeur"])
+def test_the_index_matches_what_postgresql_matches(dummy_res: Resources, query: str) -> None:
+    """The same posts as ``search_data @@ tsquery`` (phrases at PostgreSQL's distances)."""
     public = public_post_ids(dummy_res.urls.database_url)
-    matched = {r[0] for r in _sql(
-        dummy_res, "SELECT post_id FROM post_search_data"
-                   " WHERE search_data @@ websearch_to_tsquery(%s::regconfig, %s)",
-        dummy_res.settings.ts_config, query)} & public
-    assert _found(dummy_res, query) == matched
+    with dummy_res.db.connection() as conn:
+        tsquery = keyword_tsquery(conn, dummy_res.settings.ts_config, query)
+    matched = {r[0] for r in _sql(dummy_res, "SELECT post_id FROM post_search_data"
+                                             " WHERE search_data @@ %s::tsquery", tsquery)}
+    assert matched & public, query
+    assert _found(dummy_res, query) == matched & public
 
 
 def test_a_node_with_no_index_says_so_then_rebuilds_from_nothing(
