@@ -186,15 +186,6 @@ def all_public_documents(conn: DictConn, batch: int = 5000) -> Iterator[tuple[in
             yield int(row["post_id"]), str(row["tsv"])
 
 
-def all_public_post_ids(conn: DictConn) -> set[int]:
-    """The ids of every public post that has search data."""
-    rows = conn.execute(
-        sql.SQL("SELECT d.post_id FROM post_search_data d JOIN posts p ON p.id = d.post_id"
-                " {joins} WHERE d.search_data IS NOT NULL AND {public}").format(**_PUBLIC)
-    ).fetchall()
-    return {int(r["post_id"]) for r in rows}
-
-
 def public_topics(conn: DictConn, post_ids: Sequence[int]) -> dict[int, int]:
     """post id -> topic id, for the posts among ``post_ids`` that are public now."""
     rows = conn.execute(

@@ -15,8 +15,17 @@ import re
 
 import tantivy
 
-from sidecar.core.tsquery import And, Follows, Node, Not, Or, Phrase, Term, parse_tsquery
-from sidecar.core.tsquery import positive_lexemes as tree_lexemes
+from sidecar.core.tsquery import (
+    And,
+    Follows,
+    Node,
+    Not,
+    Or,
+    Phrase,
+    Term,
+    parse_tsquery,
+    positive_lexemes,
+)
 from sidecar.core.types import PostHit
 from sidecar.db import keyword_sql as ksql
 from sidecar.db.pool import DictConn
@@ -107,7 +116,7 @@ def keyword_leg(
     """The ``k`` best public posts for ``query`` by BM25, best first (score = BM25)."""
     tsquery = keyword_tsquery(conn, ts_config, query)
     node = parse_tsquery(tsquery) if tsquery else None
-    if node is None or not tree_lexemes(node):
+    if node is None or not positive_lexemes(node):
         return []
     tv_query = to_query(node)
     hits: list[PostHit] = []

@@ -83,11 +83,20 @@ class KeywordIndex:
 
     # --- reading ----------------------------------------------------------------------------
     def searcher(self) -> tantivy.Searcher | None:
-        """A view of the latest commit of the live build; None when this node has no index."""
+        """A view of the latest commit of the live build; None when this node has no index.
+
+        An index that cannot be read (a damaged folder) counts as missing: the keyword leg
+        then finds nothing, and ``describe()`` (``/v1/health``) says why.
+        """
         now = time.monotonic()
         if self._reader is None or now - self._checked >= CHECK_S:
             self._checked = now
-            self._refresh_reader()
+            try:
+                self._refresh_reader()
+            except Exception as exc:
+                self._reader = None
+                self.last_error = f"reading the index: {type(exc).__name__}: {exc}"
+                log.warning("keyword index unreadable: %s", self.last_error)
         reader = self._reader  # another thread may replace it meanwhile
         return reader[1].searcher() if reader else None
 
@@ -106,11 +115,6 @@ class KeywordIndex:
         elif self._reader[2] != mtime:
             self._reader[1].reload()
             self._reader = (build, self._reader[1], mtime)
-
-    def state(self) -> SyncState | None:
-        """The live build's sync state (None when this node has no index)."""
-        build = self.folder().current()
-        return SyncState.load(build) if build else None
 
     # --- writing ----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -166,6 +170,7 @@ class KeywordIndex:
             report = self._rebuild_locked()
             report.seconds = time.monotonic() - started
             self._checked = 0.0
+            self.last_error = None
             return report
 
     def _rebuild_locked(self) -> SyncReport:

@@ -298,3 +298,19 @@ def test_keyword_commands(dummy_res: Resources, tmp_path: Path) -> None:
     # The other node (this test's resources) rebuilds on its next sync.
     report = dummy_res.search.keyword.sync()
     assert report is not None and report.rebuilt
+
+
+def test_a_damaged_index_finds_nothing_until_rebuilt(dummy_res: Resources,
+                                                     tmp_path: Path) -> None:
+    node = KeywordIndex(dummy_res.db, tmp_path / "damaged")
+    node.sync()
+    assert node.searcher() is not None
+    build = node.folder().current()
+    assert build is not None
+    (build / "meta.json").write_text("{ not json")
+    node._checked = 0.0
+    assert node.searcher() is None  # the leg finds nothing; no 500
+    assert "reading the index" in str(node.describe()["error"])
+    node.rebuild()
+    node._checked = 0.0
+    assert node.searcher() is not None and node.describe()["error"] is None
