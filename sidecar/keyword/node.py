@@ -100,6 +100,10 @@ class KeywordIndex:
         reader = self._reader  # another thread may replace it meanwhile
         return reader[1].searcher() if reader else None
 
+    def refresh(self) -> None:
+        """Look for a newer commit or build at the next search (else within ``CHECK_S``)."""
+        self._checked = 0.0
+
     def _refresh_reader(self) -> None:
         build = self.folder().current()
         if build is None:
@@ -159,7 +163,7 @@ class KeywordIndex:
             else:
                 report = self._apply_log(build, state)
             report.seconds = time.monotonic() - started
-            self._checked = 0.0  # this process reads the new commit at once
+            self.refresh()  # this process reads the new commit at once
             self.last_error = None
             return report
 
@@ -169,7 +173,7 @@ class KeywordIndex:
             started = time.monotonic()
             report = self._rebuild_locked()
             report.seconds = time.monotonic() - started
-            self._checked = 0.0
+            self.refresh()
             self.last_error = None
             return report
 

@@ -218,8 +218,7 @@ def test_a_node_with_no_index_says_so_then_rebuilds_from_nothing(
     assert steps["keyword"]["detail"]["index"] == "missing"
     report = rebuild_keyword_index(dummy_res.db, tmp_path / "fresh")
     assert report.rebuilt and report.docs == dummy_res.search.keyword.describe()["docs"]
-    node.searcher()  # a reader in another process notices within CHECK_S; here: at once
-    node._checked = 0.0
+    node.refresh()  # a reader in another process notices within CHECK_S; here: at once
     assert _hits(dummy_res, node, "zfs scrub checksum") == _hits(
         dummy_res, dummy_res.search.keyword, "zfs scrub checksum")
 
@@ -247,7 +246,7 @@ def test_two_nodes_converge(api: Any, dummy_res: Resources, tmp_path: Path) -> N
     for node in (node_a, node_b):
         report = node.sync()
         assert report is not None and report.rebuilt
-        node._checked = 0.0
+        node.refresh()
     assert _hits(dummy_res, node_a, queries[0]) == _hits(dummy_res, node_b, queries[0])
 
 
@@ -261,7 +260,7 @@ def test_a_node_behind_the_pruned_log_rebuilds(api: Any, dummy_res: Resources,
         assert ksql.prune(conn, timedelta(0)) >= 1
     report = node.sync()
     assert report is not None and report.rebuilt
-    node._checked = 0.0
+    node.refresh()
     assert _found(dummy_res, "okapimeridian", node) == {NEW_POST}
 
 
@@ -308,9 +307,9 @@ def test_a_damaged_index_finds_nothing_until_rebuilt(dummy_res: Resources,
     build = node.folder().current()
     assert build is not None
     (build / "meta.json").write_text("{ not json")
-    node._checked = 0.0
+    node.refresh()
     assert node.searcher() is None  # the leg finds nothing; no 500
     assert "reading the index" in str(node.describe()["error"])
     node.rebuild()
-    node._checked = 0.0
+    node.refresh()
     assert node.searcher() is not None and node.describe()["error"] is None
