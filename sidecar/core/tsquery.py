@@ -185,3 +185,25 @@ def positive_lexemes(node: Node | None) -> list[str]:
     if node is not None:
         walk(node)
     return found
+
+
+def as_words(node: Node) -> Node:
+    """A plain question's OR of terms and phrases as an OR of every lexeme it holds, phrases
+    split into their words, repeats kept (a hyphenated word's phrase, 'c-stat' <-> 'c' <->
+    'state', becomes three words: its compound lexeme is the distinctive one)."""
+    words: list[Node] = []
+
+    def walk(n: Node) -> None:
+        if isinstance(n, Term):
+            words.append(n)
+        elif isinstance(n, Phrase):
+            words.extend(Term(word) for _, word in n.words)
+        elif isinstance(n, (And, Or)):
+            for child in n.operands:
+                walk(child)
+        elif isinstance(n, Follows):
+            walk(n.left)
+            walk(n.right)
+
+    walk(node)
+    return words[0] if len(words) == 1 else Or(tuple(words))

@@ -23,6 +23,7 @@ from sidecar.core.tsquery import (
     Or,
     Phrase,
     Term,
+    as_words,
     parse_tsquery,
     positive_lexemes,
 )
@@ -41,49 +42,54 @@ _SCHEMA = schema()
 Clause = tuple[tantivy.Occur, tantivy.Query]
 
 
-def keyword_tsquery(conn: DictConn, ts_config: str, query: str) -> str:
+def keyword_tsquery(conn: DictConn, ts_config: str, query: str) -> tuple[str, bool]:
     """The tsquery the keyword leg searches with, as text ('' when no word is searchable).
 
     ``websearch_to_tsquery`` understands quotes, ``or`` and ``-word``; but for a plain question it
     ANDs every word, and a forum question rarely shares all its words with the answer. A query
     made only of plain words is therefore relaxed to OR (BM25 rewards posts that match more,
-    and rarer, words). Explicit operators are kept as the member wrote them.
+    and rarer, words): the flag says so. Explicit operators are kept as the member wrote them.
     """
     row = conn.execute(
         "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q", (ts_config, query)
     ).fetchone()
     text = str(row["q"]) if row else ""
-    if not _USER_OPERATORS.search(query):
+    relaxed = not _USER_OPERATORS.search(query)
+    if relaxed:
         # Hyphenated words stay phrases ('c-state' <-> 'c' <-> 'state'): <-> binds tighter.
         text = text.replace(" & ", " | ")
-    return text
+    return text, relaxed
 
 
-def _term_clauses(lexeme: str) -> list[Clause]:
+def _term_clauses(lexeme: str, times: int = 1) -> list[Clause]:
     return [(tantivy.Occur.Should, tantivy.Query.boost_query(
-        tantivy.Query.term_query(_SCHEMA, field, lexeme), FIELD_BOOSTS[field]))
+        tantivy.Query.term_query(_SCHEMA, field, lexeme), FIELD_BOOSTS[field] * times))
         for field in TEXT_FIELDS]
 
 
-def _phrase_clauses(words: tuple[tuple[int, str], ...]) -> list[Clause]:
+def _phrase_clauses(words: tuple[tuple[int, str], ...], times: int = 1) -> list[Clause]:
     return [(tantivy.Occur.Should, tantivy.Query.boost_query(
-        tantivy.Query.phrase_query(_SCHEMA, field, list(words)), FIELD_BOOSTS[field]))
+        tantivy.Query.phrase_query(_SCHEMA, field, list(words)), FIELD_BOOSTS[field] * times))
         for field in TEXT_FIELDS]
 
 
-def _should(node: Node) -> list[Clause]:
-    """The node as OR-ed clauses: a disjunction of terms stays flat, which is what lets
-    Tantivy skip blocks of postings that cannot reach the top k (block-max WAND).
+def _should(node: Node, times: int = 1) -> list[Clause]:
+    """The node as OR-ed clauses, each weighing ``times``.
 
-    A word the question repeats is a clause each time: BM25's query term frequency.
+    A disjunction of terms stays flat, which is what lets Tantivy skip blocks of postings that
+    cannot reach the top k (block-max WAND). A word the question repeats weighs as many times
+    (BM25's query term frequency), as one clause: BM25 is linear in the boost.
     """
     if isinstance(node, Term):
-        return _term_clauses(node.lexeme)
+        return _term_clauses(node.lexeme, times)
     if isinstance(node, Phrase):
-        return _phrase_clauses(node.words)
+        return _phrase_clauses(node.words, times)
     if isinstance(node, Or):
-        return [clause for child in node.operands for clause in _should(child)]
-    return [(tantivy.Occur.Should, to_query(node))]
+        counts: dict[Node, int] = {}
+        for child in node.operands:
+            counts[child] = counts.get(child, 0) + 1
+        return [clause for child, n in counts.items() for clause in _should(child, n * times)]
+    return [(tantivy.Occur.Should, tantivy.Query.boost_query(to_query(node), float(times)))]
 
 
 def to_query(node: Node) -> tantivy.Query:
@@ -114,11 +120,13 @@ def keyword_leg(
     k: int,
 ) -> list[PostHit]:
     """The ``k`` best public posts for ``query`` by BM25, best first (score = BM25)."""
-    tsquery = keyword_tsquery(conn, ts_config, query)
+    tsquery, relaxed = keyword_tsquery(conn, ts_config, query)
     node = parse_tsquery(tsquery) if tsquery else None
     if node is None or not positive_lexemes(node):
         return []
-    tv_query = to_query(node)
+    # A plain question is an OR of words only: a phrase among them (a hyphenated word) would
+    # keep Tantivy from skipping postings (block-max WAND needs a disjunction of terms).
+    tv_query = to_query(as_words(node) if relaxed else node)
     hits: list[PostHit] = []
     offset, want = 0, int(k * OVERFETCH) + 10
     for _ in range(MAX_PAGES):

@@ -12,6 +12,7 @@ from sidecar.core.tsquery import (
     Or,
     Phrase,
     Term,
+    as_words,
     parse_tsquery,
     positive_lexemes,
 )
@@ -39,6 +40,13 @@ def test_a_phrase_of_alternatives_is_both_sides_present() -> None:
     node = parse_tsquery("( 'a' | 'b' ) <-> 'c'")
     assert node == Follows(Or((Term("a"), Term("b"))), Term("c"), 1)
     assert positive_lexemes(node) == ["a", "b", "c"]
+
+
+def test_a_plain_question_as_words_keeps_repeats_and_splits_phrases() -> None:
+    node = parse_tsquery("'c-stat' <-> 'c' <-> 'state' | 'idl' | 'state'")
+    assert as_words(node) == Or((Term("c-stat"), Term("c"), Term("state"), Term("idl"),
+                                 Term("state")))
+    assert as_words(parse_tsquery("'zfs'")) == Term("zfs")
 
 
 def test_quotes_and_backslashes_are_unescaped() -> None:
