@@ -4,7 +4,8 @@ Privacy is handled inside the request: a deleted or hidden post, and any post in
 no longer public (moved into a private message or a read-restricted category, unlisted...), loses
 its vectors before the 202 is sent. Re-embedding, which needs the model, is queued; the digest
 decides whether a post's text really changed. A post edited, deleted or hidden also queues the
-replies whose enriched (strategy 2) text quotes it.
+replies whose enriched (strategy 2) text quotes it. Every event is also written to the keyword
+change log, which each node's keyword index applies (sidecar/keyword/).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sidecar.db.embeddings import (
 )
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, category_subtree
+from sidecar.keyword.changes import log_event
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +108,16 @@ def index_targets(ctx: JobContext) -> list[tuple[RegisteredModel, int]]:
 
 
 def apply_event(res: Env, event: str, ids: Sequence[int]) -> EventOutcome:
-    """Remove what must go now, queue what must be re-embedded."""
+    """Remove what must go now, queue what must be re-embedded, log it for the keyword index."""
     ids = sorted(set(ids))
+    if event not in EMBED_POSTS | REMOVE_POSTS | SCOPES.keys():
+        raise ValueError(f"unknown event {event!r}")
     outcome = EventOutcome(event, ids)
     settings = res.settings
+    with res.db.connection() as conn:
+        # Every node's keyword index applies it within SIDECAR_KEYWORD_SYNC_S (a post that left
+        # the public is never returned meanwhile: the leg filters at query time).
+        log_event(conn, event, ids)
     if event in REMOVE_POSTS or event in EMBED_POSTS:
         with res.db.connection() as conn:
             if event in REMOVE_POSTS:

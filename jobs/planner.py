@@ -18,6 +18,7 @@ from jobs.context import JobContext
 from jobs.runs import Run, get_run, save_plan
 from sidecar.db.embeddings import Candidate, mark_checked
 from sidecar.indexing import Indexer
+from sidecar.keyword.changes import catch_up
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ def plan_run(ctx: JobContext, run_id: int) -> Run:
         run = get_run(conn, run_id)
     if run.status != "planning":
         return run
+    # The keyword indexes' drift sweep: what changed without an event goes to their change log.
+    catch_up(db, keep_days=ctx.settings.keyword_log_days)
     model = ctx.model(run.model_id)
     indexer = ctx.indexer(model, run.strategy_id)
     candidates = indexer.candidates(min_chars=ctx.settings.min_post_chars)

@@ -1,4 +1,4 @@
-"""What `sidecar prepare` does before serving: schema, demo forum, embeddings, index.
+"""What `sidecar prepare` does before serving: schema, demo forum, embeddings, indexes.
 
 The model itself is prepared by :func:`sidecar.model_setup.ensure_model`.
 """
@@ -16,6 +16,8 @@ from sidecar.db.embeddings import count_embeddings, ensure_index
 from sidecar.db.migrate import forum_owned
 from sidecar.importer import ImportReport, import_dump
 from sidecar.indexing import BatchResult, Indexer
+from sidecar.keyword import SyncReport
+from sidecar.keyword.changes import catch_up
 from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -27,16 +29,29 @@ def demo_dir() -> Path:
 
 
 def load_demo(res: Resources) -> ImportReport | None:
-    """Import the demo forum into an owned database (idempotent); None on a real forum."""
+    """Import the demo forum into an owned database (idempotent); None on a real forum.
+
+    This node's keyword index is then brought up to date (built the first time).
+    """
     with psycopg.connect(res.urls.database_url) as conn:
         if not forum_owned(conn):
             log.info("the database holds a real forum: not loading the demo")
             return None
-        return import_dump(conn, demo_dir(), res.settings.ts_config)
+        report = import_dump(conn, demo_dir(), res.settings.ts_config)
+    sync_keyword(res)
+    return report
+
+
+def sync_keyword(res: Resources) -> SyncReport | None:
+    """Log the forum's changes that came without an index event, then apply the change log to
+    this node's keyword index (building it if missing)."""
+    catch_up(res.db, keep_days=res.settings.keyword_log_days)
+    return res.search.keyword.sync()
 
 
 def backfill_sync(res: Resources, strategy: int, *, progress: bool = True) -> BatchResult:
-    """Embed every stale public post in-process, with a progress bar; then build the index."""
+    """Embed every stale public post in-process, with a progress bar; then build the HNSW index
+    and bring this node's keyword index up to date."""
     indexer = Indexer(res.db, res.embedder, res.model, strategy)
     todo = indexer.count_stale()
     total = BatchResult()
@@ -54,4 +69,5 @@ def backfill_sync(res: Resources, strategy: int, *, progress: bool = True) -> Ba
             conn.execute("ANALYZE ai_posts_embeddings")
     if stored:
         ensure_index(res.urls.database_url, res.model, strategy, res.settings.index_kind)
+    sync_keyword(res)
     return total

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from sidecar.core.text import cook, html_to_text
-from sidecar.db import forum_write
+from sidecar.db import forum_write, keyword_sql
 from sidecar.db.migrate import forum_owned
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, RESTRICTED_CATEGORIES
 from sidecar.dump_format import CategoryRow, PostRow, RowError, RowT, TopicRow, read_rows
@@ -162,6 +162,8 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
         conn, loadable, texts, ts_config,
         touched_topics={t.id for _, t in good_topics},
     )
+    # What changed (updated_at moved) goes to the keyword change log that every node applies.
+    keyword_sql.catch_up(conn)
     # Fresh statistics, or the planner guesses one row per table and scans posts in a loop.
     for table in ("categories", "topics", "posts", "tags", "topic_tags", "post_search_data"):
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))

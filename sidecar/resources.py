@@ -42,6 +42,7 @@ class Resources:
 
     def close(self) -> None:
         """Release connections (the embedded servers stop when their last user exits)."""
+        self.search.keyword.close()
         self.db.close()
         self.redis.close()
         for model in self.owned_models:

@@ -16,8 +16,9 @@ from sidecar.core.types import Leg, Mode, PostHit, TopicHit, TopicScore
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.forum_read import PostRecord, public_posts
-from sidecar.db.search_sql import TermStats, keyword_leg, semantic_leg
+from sidecar.db.search_sql import semantic_leg
 from sidecar.errors import InvalidInput
+from sidecar.keyword import KeywordIndex, keyword_leg
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class SearchService:
         *,
         iterative_scan: bool = True,
         served: SearchConfig | None = None,
+        keyword: KeywordIndex | None = None,
     ) -> None:
         self.db = db
         self.embedder = embedder
@@ -119,7 +121,9 @@ class SearchService:
         self.settings = settings
         self.iterative_scan = iterative_scan
         self.served = served or SearchConfig()
-        self.term_stats = TermStats()
+        # This node's keyword index of the database (kept in sync by its owner, see
+        # sidecar/keyword/node.py); one is opened on the state directory when none is given.
+        self.keyword = keyword or KeywordIndex(db, settings.state_dir)
 
     def config(self, options: SearchOptions) -> SearchConfig:
         """What a search with these options runs: the served configuration, overridden."""
@@ -222,12 +226,14 @@ class SearchService:
                 trace.skip("semantic", skip_reason)
             if Leg.KEYWORD in legs:
                 with trace.step("keyword") as detail:
-                    rankings[Leg.KEYWORD] = keyword_leg(
-                        conn, ts_config=self.settings.ts_config, query=query, k=post_k,
-                        stats=self.term_stats,
+                    searcher = self.keyword.searcher()
+                    rankings[Leg.KEYWORD] = [] if searcher is None else keyword_leg(
+                        conn, searcher, ts_config=self.settings.ts_config, query=query,
+                        k=post_k,
                     )
                     detail.update(posts=len(rankings[Leg.KEYWORD]), k=post_k,
-                                  ts_config=self.settings.ts_config)
+                                  ts_config=self.settings.ts_config,
+                                  index="missing" if searcher is None else "tantivy")
             else:
                 trace.skip("keyword", skip_reason)
         return rankings

@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     index_kind: Literal["halfvec", "binary"] = "halfvec"
     binary_overfetch: int = 4
 
+    # --- keyword index (Tantivy, one copy per node under state_dir/keyword) -----------------
+    keyword_sync_s: float = 5.0  # how often an API process applies the change log (0: never)
+    keyword_log_days: int = 7  # change-log rows kept; a node further behind rebuilds
+
     # --- backfill and jobs (RQ) ------------------------------------------------------------
     backfill_batch_size: int = 64
     min_post_chars: int = 1

@@ -65,7 +65,11 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
             "(`make run` generates one for the embedded mode)"
         )
     api_key = settings.api_key.get_secret_value()
-    resources = resources or start_resources(settings, migrate=False)
+    if resources is None:
+        resources = start_resources(settings, migrate=False)
+        # A serving process keeps this node's keyword index in sync (and builds it if missing);
+        # with several workers one does the work, the others skip the round and read.
+        resources.search.keyword.start(settings.keyword_sync_s)
 
     app = Flask("sidecar")
     if settings.proxy_hops:

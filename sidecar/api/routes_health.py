@@ -32,8 +32,9 @@ def _model_info() -> dict[str, Any]:
 
 @bp.get("/v1/health")
 @documented(path="/v1/health", method="get", tag="operations", auth=None,
-            summary="Liveness. With the API key: version, and which models and execution "
-                    "providers are in use (and why a model failed to load).")
+            summary="Liveness. With the API key: version, which models and execution providers "
+                    "are in use (and why a model failed to load), what search serves, and this "
+                    "node's keyword index (documents, last sync).")
 def health() -> ResponseReturnValue:
     """The process is up; with the API key, says what it runs on.
 
@@ -52,6 +53,7 @@ def health() -> ResponseReturnValue:
         "models": _model_info(),
         "search": res.profile.describe(),
         "onnxruntime": runtime_report(),
+        "keyword_index": res.search.keyword.describe(),
     })
 
 

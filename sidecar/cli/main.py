@@ -97,6 +97,7 @@ from sidecar.cli import backfill as _backfill  # noqa: E402
 from sidecar.cli import bench as _bench  # noqa: E402
 from sidecar.cli import evaluate as _evaluate  # noqa: E402
 from sidecar.cli import jobs as _jobs  # noqa: E402
+from sidecar.cli import keyword as _keyword  # noqa: E402
 from sidecar.cli import modelhost as _modelhost  # noqa: E402
 from sidecar.cli import models as _models  # noqa: E402
 from sidecar.cli import retrievals as _retrievals  # noqa: E402
@@ -107,6 +108,6 @@ for _command in (
     _run.run, _run.prepare, _run.serve, _run.search_cmd,
     _backfill.backfill, _jobs.worker, _jobs.queues_cmd,
     _models.models, _modelhost.model_host,
-    _retrievals.retrievals, _evaluate.evaluate, _tune.tune_cmd, _bench.bench,
+    _retrievals.retrievals, _evaluate.evaluate, _tune.tune_cmd, _bench.bench, _keyword.keyword,
 ):
     main.add_command(_command)

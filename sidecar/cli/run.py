@@ -164,6 +164,10 @@ def search_cmd(settings: Settings, query: str, limit: int, mode: str,
 
     res = start_resources(settings)
     try:
+        if mode != "semantic":
+            from sidecar.bootstrap import sync_keyword
+
+            sync_keyword(res)  # this node's keyword index, built the first time
         results, trace = res.search.search(
             query, limit, SearchOptions(mode=Mode(mode), strategy=strategy))
         echo_json({"results": [r.as_dict(i) for i, r in enumerate(results, 1)],

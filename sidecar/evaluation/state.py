@@ -24,7 +24,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from models.protocols import Embedder, Reranker
-from sidecar.bootstrap import backfill_sync
+from sidecar.bootstrap import backfill_sync, sync_keyword
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import count_embeddings, ensure_index
 from sidecar.db.forum_read import forum_counts
@@ -204,6 +204,9 @@ def prepare_state(
             for strategy in state.fingerprints:
                 ensure_index(res.urls.database_url, res.model, strategy, kind)
         timings["index_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sync_keyword(res)  # the keyword index of this state directory (built the first time)
+        timings["keyword_index_s"] = time.perf_counter() - t0
     except BaseException:
         res.close()
         raise
