@@ -157,7 +157,8 @@ class Runner:
         """The product's search service with this configuration's settings."""
         settings = self.res.settings.model_copy(update={"index_kind": config.index_kind})
         return SearchService(self.res.db, self.embedder, self.res.model, settings,
-                             iterative_scan=self.res.search.iterative_scan)
+                             iterative_scan=self.res.search.iterative_scan,
+                             keyword=self.res.search.keyword)
 
     def query_text(self, query: EvalQuery) -> str:
         """The query as the search receives it (cut to the product's length limit)."""

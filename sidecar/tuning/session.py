@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from models.protocols import Embedder
+from sidecar.bootstrap import sync_keyword
 from sidecar.db.judgements_read import click_judgements, label_judgements
 from sidecar.evaluation.dataset import judgements_digest, load_dataset
 from sidecar.evaluation.query_cache import CachedQueryEmbedder
@@ -54,7 +55,8 @@ def forum_judgements(res: Resources, sources: Sequence[str]) -> list[jm.Judged]:
 def leg_cache(res: Resources) -> LegCache:
     """The product's search over these resources, with query vectors cached."""
     service = SearchService(res.db, CachedQueryEmbedder(res.embedder), res.model, res.settings,
-                            iterative_scan=res.search.iterative_scan)
+                            iterative_scan=res.search.iterative_scan,
+                            keyword=res.search.keyword)
     return LegCache(service=service, strategy=res.settings.strategy)
 
 
@@ -86,6 +88,7 @@ def run_tune(
         queries += forum_judgements(res, [s for s in sources if s != "qrels"])
     else:
         res = start_resources(settings, embedder=embedder)
+        sync_keyword(res)  # this node's keyword index, up to date (built if missing)
         meta.update(forum="served")
         queries = forum_judgements(res, sources)
     try:
