@@ -50,6 +50,8 @@ class ImportReport:
     topics: EntityCount = field(default_factory=EntityCount)
     posts: EntityCount = field(default_factory=EntityCount)
     errors: list[RowError] = field(default_factory=list)
+    # Rows loaded with a part ignored (an accepted answer that is not a post of its topic).
+    warnings: list[RowError] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly form for the CLI."""
@@ -59,6 +61,7 @@ class ImportReport:
             out[name] = {"read": c.read, "inserted": c.inserted, "updated": c.updated,
                          "unchanged": c.unchanged, "rejected": c.rejected}
         out["errors"] = [str(e) for e in self.errors]
+        out["warnings"] = [str(e) for e in self.warnings]
         return out
 
 
@@ -146,12 +149,15 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
     forum_write.upsert_users(conn, loadable)
     touched = {t.id for _, t in good_topics} | {p.topic_id for p in loadable}
     forum_write.refresh_topic_stats(conn, touched)
+    for line, message in forum_write.replace_accepted_answers(conn, good_topics):
+        report.warnings.append(RowError("topics.jsonl", line, message))
     forum_write.replace_search_data(
         conn, loadable, texts, ts_config,
         touched_topics={t.id for _, t in good_topics},
     )
     # Fresh statistics, or the planner guesses one row per table and scans posts in a loop.
-    for table in ("categories", "topics", "posts", "tags", "topic_tags", "post_search_data"):
+    for table in ("categories", "topics", "posts", "tags", "topic_tags", "post_search_data",
+                  "discourse_solved_solved_topics"):
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
     for file, count in (("categories.jsonl", report.categories), ("topics.jsonl", report.topics),
                         ("posts.jsonl", report.posts)):

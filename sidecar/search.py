@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.protocols import Embedder
+from sidecar.chain_service import RerankChain
 from sidecar.core.aggregate import aggregate_topics
+from sidecar.core.chain import ChainFlags
 from sidecar.core.fusion import rrf
 from sidecar.core.text import excerpt, html_to_text
 from sidecar.core.trace import Trace
@@ -32,6 +34,7 @@ class SearchOptions:
     strategy: int | None = None
     topic_score: TopicScore | None = None
     rrf_k: int | None = None
+    chain: ChainFlags | None = None  # the rerank chain's stages (None: SIDECAR_CHAIN_*)
 
 
 @dataclass
@@ -94,6 +97,12 @@ class SearchService:
         self.settings = settings
         self.iterative_scan = iterative_scan
         self.term_stats = TermStats()
+        self.chain = RerankChain(db, model)
+        self.chain_defaults = settings.chain_flags()
+
+    def chain_flags(self, options: SearchOptions) -> ChainFlags:
+        """The rerank chain a request runs: its own flags, else the settings'."""
+        return options.chain if options.chain is not None else self.chain_defaults
 
     def check_query(self, query: str) -> str:
         """Normalize a query; refuse an empty or over-long one."""
@@ -167,12 +176,24 @@ class SearchService:
             if len(topics) >= n_topics or not cut_off or post_k >= MAX_POST_CANDIDATES:
                 break
             post_k = min(post_k * 2, MAX_POST_CANDIDATES)
+        flags = self.chain_flags(options)
+        if flags.reorders:  # with every stage off there is no chain step at all
+            topics = self._rerank_chain(topics, flags, vector, strategy, trace)
         return SearchOutcome(
             topics=topics[:n_topics],
             trace=trace,
             legs={leg: len(hits) for leg, hits in rankings.items()},
             vector=vector,
         )
+
+    def _rerank_chain(self, topics: list[TopicHit], flags: ChainFlags, vector: Any,
+                      strategy: int, trace: Trace) -> list[TopicHit]:
+        """MMR and boosts over the aggregated topics; the fused order when it fails."""
+        with trace.step("chain", swallow=True) as detail:
+            reordered, info = self.chain.run(topics, flags, vector, strategy)
+            detail.update(info)
+            return reordered
+        return topics  # the step failed (logged in the trace): degrade to the fused order
 
     def url(self, post: PostRecord) -> str:
         """Post-level link: /t/{slug}/{topic_id}/{post_number}, under the forum's address."""

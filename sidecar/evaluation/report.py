@@ -34,6 +34,13 @@ PROTOCOLS: dict[str, str] = {
         "official scorer (relevant = grade >= 1), MAP over queries with at least one relevant "
         "topic."
     ),
+    "evidence": (
+        "evidence_items: how many of a configuration's first topics POST /v1/retrieve keeps as "
+        "evidence (SIDECAR_RETRIEVE_LIMIT, or fewer where the knee cut-off is on: the cut reads "
+        "the scores of the wide candidate list, cross-encoder scores after a rerank stage, "
+        "else the bi-encoder cosine of each topic's best post); evidence_hit: 1 when a "
+        "relevant topic is among the kept items. Averaged over the scored queries."
+    ),
     "comparison": (
         "Per query, against the baseline (and against the parent configuration that differs "
         "by one factor): wins/losses/ties on reciprocal rank at 10; mean difference of each "
@@ -117,6 +124,17 @@ def to_markdown(doc: dict[str, Any]) -> str:
                 f"| {c['config']} | {c['reference']} | {configs[c['config']]['factor']} | "
                 f"{_diff(c['metrics']['mrr@10'])} | {_diff(c['metrics']['ndcg@10'])} | "
                 f"{_diff(c['metrics']['map_b'])} | {c['wins']}/{c['losses']}/{c['ties']} |")
+    knees = [c for c in doc["configs"] if (c.get("chain") or {}).get("knee")]
+    if knees:
+        lines += ["", "Evidence kept for `/v1/retrieve` (knee cut-off against its parent):", "",
+                  "| Config | Items kept (mean) | Relevant topic kept | Parent | Parent items "
+                  "| Parent relevant kept |", "|---|---|---|---|---|---|"]
+        for c in knees:
+            own, parent = doc["metrics"][c["name"]], doc["metrics"].get(c["parent"] or "", {})
+            lines.append(
+                f"| {c['name']} | {_num(own.get('evidence_items'))} | "
+                f"{_num(own.get('evidence_hit'))} | {c['parent']} | "
+                f"{_num(parent.get('evidence_items'))} | {_num(parent.get('evidence_hit'))} |")
     lines += ["", "`*`: the 95% CI excludes 0. W/L/T: queries where the configuration's "
               "reciprocal rank (at 10) is higher / lower / equal."]
     if doc["skipped"]:

@@ -1,0 +1,293 @@
+"""The deterministic rerank chain over aggregated topics: MMR diversity, then metadata boosts.
+
+Pure (no I/O): the caller loads each candidate's :class:`TopicFeatures` and its best post's
+vector, and this module reorders. Every stage is scale-free, because the fused score's scale
+depends on the fusion method (RRF ~0.03, z-scores around 0, min-max in [0, 1]):
+
+- **MMR** (Carbonell & Goldstein, 1998) takes relevance as the fused score min-max normalised
+  within the candidate list, and redundancy as the cosine between the topics' best posts;
+- **boosts** work on ranks: a topic's metadata signal in [-1, 1] moves it at most
+  ``boost_positions`` ranks past topics scored differently, and past any topic scored the same
+  (a bounded tie-breaker: it reorders topics the fusion could not separate, never a weak match
+  far above a strong one).
+
+Stages run in a fixed order, MMR then boosts, so the boosts are the last, bounded nudge. The
+chain never adds, drops or edits a topic (the knee cut-off, :mod:`sidecar.core.knee`, applies to
+the evidence of ``/v1/retrieve`` only). With every flag off it returns its input unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.core.types import TopicHit
+
+# The chain reorders at most this many topics (the O(k^2) MMR is bounded here); the rest of a
+# longer list keeps its fused order after them.
+MAX_CANDIDATES = 300
+
+
+class SearchPriority(IntEnum):
+    """A category's ``search_priority`` (Discourse ``Searchable::PRIORITIES``).
+
+    Discourse's full-page search leaves ``IGNORE`` categories out, sorts ``VERY_HIGH`` topics
+    before and ``VERY_LOW`` after all others, and multiplies the text rank by the site settings
+    ``category_search_priority_low_weight`` (0.8) / ``_high_weight`` (1.2) for ``LOW`` / ``HIGH``.
+    """
+
+    NORMAL = 0
+    IGNORE = 1
+    VERY_LOW = 2
+    LOW = 3
+    HIGH = 4
+    VERY_HIGH = 5
+
+
+# The category signal of each priority, in [-1, 1]. The chain never drops a topic, so IGNORE
+# (left out by Discourse) is demoted as much as VERY_LOW; an unknown value counts as NORMAL.
+PRIORITY_SIGNAL: dict[int, float] = {
+    SearchPriority.NORMAL: 0.0, SearchPriority.IGNORE: -1.0, SearchPriority.VERY_LOW: -1.0,
+    SearchPriority.LOW: -0.5, SearchPriority.HIGH: 0.5, SearchPriority.VERY_HIGH: 1.0,
+}
+
+
+@dataclass(frozen=True)
+class ChainFlags:
+    """Which stages run and their parameters. All off by default: the chain is then a no-op.
+
+    Boost weights multiply signals in [-1, 1] (accepted answer, likes, recency, category
+    priority, closed/archived); their weighted sum is clipped to [-1, 1] and moves a topic by at
+    most ``boost_positions`` ranks. A weight of 0 switches that signal off.
+    """
+
+    mmr: bool = False
+    mmr_lambda: float = 0.7  # 1 = relevance only (no change), 0 = diversity only
+    mmr_query_residual: bool = False  # redundancy measured after removing the query direction
+    boosts: bool = False
+    boost_positions: float = 1.5
+    boost_accepted: float = 1.0
+    boost_likes: float = 0.5
+    boost_likes_saturation: int = 20  # likes at which the likes signal reaches 1 (log-damped)
+    boost_recency: float = 0.0
+    boost_half_life_days: float = 365.0
+    boost_category: float = 1.0
+    boost_closed: float = 0.25
+    knee: bool = False
+    knee_min_items: int = 2
+    knee_sensitivity: float = 0.3
+
+    def __post_init__(self) -> None:
+        checks = {
+            "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
+            "boost_positions": 0.0 <= self.boost_positions <= 50.0,
+            "boost_likes_saturation": self.boost_likes_saturation >= 1,
+            "boost_half_life_days": self.boost_half_life_days > 0.0,
+            "knee_min_items": self.knee_min_items >= 1,
+            "knee_sensitivity": 0.0 <= self.knee_sensitivity <= 1.0,
+        }
+        for name in ("boost_accepted", "boost_likes", "boost_recency", "boost_category",
+                     "boost_closed"):
+            checks[name] = 0.0 <= getattr(self, name) <= 10.0
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"invalid rerank chain parameter(s): {', '.join(bad)}")
+
+    @property
+    def reorders(self) -> bool:
+        """True when a topic stage (MMR or boosts) is on."""
+        return self.mmr or self.boosts
+
+    def stages(self) -> list[str]:
+        """The enabled stages, in the order they run."""
+        return [name for name, on in (("mmr", self.mmr), ("boosts", self.boosts),
+                                      ("knee", self.knee)) if on]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicFeatures:
+    """What a stock Discourse knows about a topic (and its best post) that may earn a boost.
+
+    ``None`` means unknown (the column or table does not exist on this forum): neutral.
+    """
+
+    topic_id: int
+    accepted_answer_post_id: int | None = None
+    topic_like_count: int = 0
+    post_like_count: int = 0  # likes of the topic's best post (the one the result links to)
+    created_at: datetime | None = None
+    last_posted_at: datetime | None = None
+    post_created_at: datetime | None = None
+    search_priority: int = SearchPriority.NORMAL
+    closed: bool = False
+    archived: bool = False
+
+
+Vector = npt.NDArray[np.floating[Any]]
+
+
+def apply_chain(
+    topics: Sequence[TopicHit],
+    flags: ChainFlags,
+    features: Mapping[int, TopicFeatures],
+    vectors: Mapping[int, Vector],
+    query_vector: Vector | None,
+    now: datetime,
+) -> list[TopicHit]:
+    """The topics (best first) reordered by the enabled stages, MMR then boosts.
+
+    ``features`` is keyed by topic id, ``vectors`` by post id (each topic's best post);
+    missing entries are neutral. Only the first :data:`MAX_CANDIDATES` topics move.
+    """
+    head, tail = list(topics[:MAX_CANDIDATES]), list(topics[MAX_CANDIDATES:])
+    if flags.mmr:
+        head = mmr(head, vectors, flags.mmr_lambda,
+                   query_vector if flags.mmr_query_residual else None)
+    if flags.boosts:
+        head = boost(head, features, flags, now)
+    return head + tail
+
+
+def normalised_scores(topics: Sequence[TopicHit]) -> npt.NDArray[np.float64]:
+    """Fused scores min-max normalised within the list (all 1.0 when they are equal)."""
+    scores = np.array([t.score for t in topics], dtype=np.float64)
+    if scores.size == 0:
+        return scores
+    low, high = float(scores.min()), float(scores.max())
+    if not math.isfinite(high - low) or high - low <= 0.0:
+        return np.ones_like(scores)
+    return (scores - low) / (high - low)
+
+
+def similarity_matrix(
+    topics: Sequence[TopicHit], vectors: Mapping[int, Vector], query: Vector | None = None
+) -> npt.NDArray[np.float64]:
+    """Cosine similarity between the topics' best posts (0 where a vector is missing).
+
+    With ``query``, each vector first loses its component along the query: two posts that are
+    both close to the query are then redundant only in what they say beyond it.
+    """
+    n = len(topics)
+    dims = next((len(v) for v in vectors.values()), 0)
+    matrix = np.zeros((n, dims), dtype=np.float64)
+    for i, topic in enumerate(topics):
+        vector = vectors.get(topic.best.post_id)
+        if vector is not None:
+            matrix[i] = vector
+    if query is not None and dims:
+        q = np.asarray(query, dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        if norm > 0.0:
+            q = q / norm
+            matrix -= np.outer(matrix @ q, q)
+    norms = np.linalg.norm(matrix, axis=1)
+    matrix /= np.where(norms > 0.0, norms, 1.0)[:, None]
+    sims: npt.NDArray[np.float64] = matrix @ matrix.T
+    return sims
+
+
+def mmr(
+    topics: Sequence[TopicHit], vectors: Mapping[int, Vector], lam: float,
+    query: Vector | None = None,
+) -> list[TopicHit]:
+    """Greedy maximal marginal relevance: next = argmax lam * rel - (1 - lam) * max sim to chosen.
+
+    Ties go to the earlier topic in the input, so ``lam = 1`` (or no vectors and equal
+    relevance gaps) keeps the input order.
+    """
+    n = len(topics)
+    if n < 2 or lam >= 1.0:
+        return list(topics)
+    relevance = normalised_scores(topics)
+    sims = similarity_matrix(topics, vectors, query)
+    redundancy = np.full(n, -np.inf)  # max similarity to a chosen topic (none chosen yet)
+    remaining = np.ones(n, dtype=bool)
+    order: list[int] = []
+    for _ in range(n):
+        penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
+        gain = np.where(remaining, lam * relevance - (1.0 - lam) * penalty, -np.inf)
+        chosen = int(np.argmax(gain))  # argmax returns the first maximum: stable on ties
+        order.append(chosen)
+        remaining[chosen] = False
+        redundancy = np.maximum(redundancy, sims[chosen])
+    return [topics[i] for i in order]
+
+
+def _utc(value: datetime) -> datetime:
+    # Discourse stores naive UTC timestamps.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def signals(f: TopicFeatures, best_post_id: int, flags: ChainFlags, now: datetime
+            ) -> dict[str, float]:
+    """Each metadata signal of a topic, in [-1, 1] (0 = neutral)."""
+    accepted = 0.0
+    if f.accepted_answer_post_id is not None:
+        accepted = 1.0 if f.accepted_answer_post_id == best_post_id else 0.5
+    # Likes of the linked post count fully, the topic's other likes half; log-damped.
+    likes = max(0, f.post_like_count) + 0.5 * max(0, f.topic_like_count - f.post_like_count)
+    liked = min(1.0, math.log1p(likes) / math.log1p(flags.boost_likes_saturation))
+    when = f.post_created_at or f.last_posted_at or f.created_at
+    recency = 0.0
+    if when is not None:
+        age_days = max(0.0, (_utc(now) - _utc(when)).total_seconds() / 86400.0)
+        recency = 0.5 ** (age_days / flags.boost_half_life_days)
+    closed = -1.0 if f.archived else (-0.5 if f.closed else 0.0)
+    return {"accepted": accepted, "likes": liked, "recency": recency,
+            "category": PRIORITY_SIGNAL.get(f.search_priority, 0.0), "closed": closed}
+
+
+def boost_signal(f: TopicFeatures | None, best_post_id: int, flags: ChainFlags,
+                 now: datetime) -> float:
+    """The weighted sum of a topic's signals, clipped to [-1, 1] (0 without features)."""
+    if f is None:
+        return 0.0
+    s = signals(f, best_post_id, flags, now)
+    total = (flags.boost_accepted * s["accepted"] + flags.boost_likes * s["likes"]
+             + flags.boost_recency * s["recency"] + flags.boost_category * s["category"]
+             + flags.boost_closed * s["closed"])
+    return max(-1.0, min(1.0, total))
+
+
+def tied_ranks(topics: Sequence[TopicHit]) -> list[float]:
+    """Each topic's position (0-based), runs of equal consecutive scores sharing their mean.
+
+    Topics the fusion scored the same have no order worth keeping: any boost separates them.
+    """
+    ranks: list[float] = []
+    start = 0
+    for i in range(1, len(topics) + 1):
+        if i == len(topics) or not math.isclose(topics[i].score, topics[start].score,
+                                                rel_tol=1e-9, abs_tol=0.0):
+            ranks += [(start + i - 1) / 2.0] * (i - start)
+            start = i
+    return ranks
+
+
+def boost(
+    topics: Sequence[TopicHit], features: Mapping[int, TopicFeatures], flags: ChainFlags,
+    now: datetime,
+) -> list[TopicHit]:
+    """Bounded rank tie-breaker: sort by ``rank - boost_positions * signal`` (stable).
+
+    ``rank`` is the position in the list, shared by a run of equal scores, so a boosted topic
+    passes every topic scored the same and at most ``2 * boost_positions`` others (when it is
+    boosted to +1 and they are demoted to -1), whatever the scale of the fusion's scores.
+    """
+    keyed = []
+    for position, (rank, topic) in enumerate(zip(tied_ranks(topics), topics, strict=True)):
+        signal = boost_signal(features.get(topic.topic_id), topic.best.post_id, flags, now)
+        keyed.append((rank - flags.boost_positions * signal, position, topic))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [topic for _, _, topic in keyed]
