@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -39,10 +39,10 @@ def raw(client: Any, path: str, body: dict[str, Any]) -> bytes:
     return bytes(_VOLATILE.sub(b'"volatile"', resp.get_data()))
 
 
-def capture(client: Any) -> list[bytes]:
-    """The raw bodies of /v1/search and /v1/retrieve for every demo question."""
+def capture(client: Any, queries: list[str]) -> list[bytes]:
+    """The raw bodies of /v1/search and /v1/retrieve for each question."""
     out = []
-    for query in QUERIES:
+    for query in queries:
         out.append(raw(client, "/v1/search", {"query": query, "limit": 10}))
         out.append(raw(client, "/v1/retrieve",
                        {"messages": [{"role": "user", "content": query}]}))
@@ -79,12 +79,15 @@ def test_flags_off_responses_are_byte_identical_to_the_pipeline_without_the_chai
     no_chain_calls: list[str], scorer: str,
 ) -> None:
     reranker = tiny_reranker if scorer == "cross-encoder" else None
-    flags_off = capture(make_client(reranker=reranker))
+    # Every demo question once; the cross-encoder's run (the same code after the rerank) on
+    # a third of them, to keep the test's time reasonable.
+    queries = QUERIES if reranker is None else QUERIES[::3]
+    flags_off = capture(make_client(reranker=reranker), queries)
     assert no_chain_calls == []
     with monkeypatch.context() as patch:
         bypass(patch)
-        without_chain = capture(make_client(reranker=reranker))
-    assert len(flags_off) == 2 * len(QUERIES)
+        without_chain = capture(make_client(reranker=reranker), queries)
+    assert len(flags_off) == 2 * len(queries)
     assert flags_off == without_chain
     assert not any(b'"chain"' in body or b'"knee"' in body for body in flags_off)
 
