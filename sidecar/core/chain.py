@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +70,7 @@ class ChainFlags:
 
     mmr: bool = False
     mmr_lambda: float = 0.7  # 1 = relevance only (no change), 0 = diversity only
+    mmr_depth: int = 50  # places chosen by MMR; the rest keep their order
     mmr_query_residual: bool = False  # redundancy measured after removing the query direction
     boosts: bool = False
     boost_positions: float = 1.5
@@ -87,6 +88,7 @@ class ChainFlags:
     def __post_init__(self) -> None:
         checks = {
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
+            "mmr_depth": 1 <= self.mmr_depth <= MAX_CANDIDATES,
             "boost_positions": 0.0 <= self.boost_positions <= 50.0,
             "boost_likes_saturation": self.boost_likes_saturation >= 1,
             "boost_half_life_days": self.boost_half_life_days > 0.0,
@@ -153,7 +155,7 @@ def apply_chain(
     head, tail = list(topics[:MAX_CANDIDATES]), list(topics[MAX_CANDIDATES:])
     if flags.mmr:
         head = mmr(head, vectors, flags.mmr_lambda,
-                   query_vector if flags.mmr_query_residual else None)
+                   query_vector if flags.mmr_query_residual else None, flags.mmr_depth)
     if flags.boosts:
         head = boost(head, features, flags, now)
     return head + tail
@@ -170,57 +172,58 @@ def normalised_scores(topics: Sequence[TopicHit]) -> npt.NDArray[np.float64]:
     return (scores - low) / (high - low)
 
 
-def similarity_matrix(
+def unit_vectors(
     topics: Sequence[TopicHit], vectors: Mapping[int, Vector], query: Vector | None = None
-) -> npt.NDArray[np.float64]:
-    """Cosine similarity between the topics' best posts (0 where a vector is missing).
+) -> npt.NDArray[np.float32]:
+    """The topics' best-post vectors as unit rows (a zero row where a vector is missing).
 
     With ``query``, each vector first loses its component along the query: two posts that are
     both close to the query are then redundant only in what they say beyond it.
     """
-    n = len(topics)
     dims = next((len(v) for v in vectors.values()), 0)
-    matrix = np.zeros((n, dims), dtype=np.float64)
+    matrix = np.zeros((len(topics), dims), dtype=np.float32)
     for i, topic in enumerate(topics):
         vector = vectors.get(topic.best.post_id)
         if vector is not None:
             matrix[i] = vector
     if query is not None and dims:
-        q = np.asarray(query, dtype=np.float64)
+        q = np.asarray(query, dtype=np.float32)
         norm = float(np.linalg.norm(q))
         if norm > 0.0:
             q = q / norm
             matrix -= np.outer(matrix @ q, q)
     norms = np.linalg.norm(matrix, axis=1)
     matrix /= np.where(norms > 0.0, norms, 1.0)[:, None]
-    sims: npt.NDArray[np.float64] = matrix @ matrix.T
-    return sims
+    return matrix
 
 
 def mmr(
     topics: Sequence[TopicHit], vectors: Mapping[int, Vector], lam: float,
-    query: Vector | None = None,
+    query: Vector | None = None, depth: int = MAX_CANDIDATES,
 ) -> list[TopicHit]:
-    """Greedy maximal marginal relevance: next = argmax lam * rel - (1 - lam) * max sim to chosen.
+    """Greedy maximal marginal relevance for the first ``depth`` places.
 
-    Ties go to the earlier topic in the input, so ``lam = 1`` (or no vectors and equal
-    relevance gaps) keeps the input order.
+    next = argmax lam * relevance - (1 - lam) * redundancy, where redundancy is the highest
+    cosine (floored at 0) to a topic already placed. Places beyond ``depth`` keep the input
+    order. Ties go to the earlier topic, so ``lam = 1`` keeps the input order. Each place costs
+    one matrix-vector product (O(k * d)), so ``depth`` places cost O(depth * k * d), not k^2 * d.
     """
     n = len(topics)
     if n < 2 or lam >= 1.0:
         return list(topics)
-    relevance = normalised_scores(topics)
-    sims = similarity_matrix(topics, vectors, query)
-    redundancy = np.full(n, -np.inf)  # max similarity to a chosen topic (none chosen yet)
-    remaining = np.ones(n, dtype=bool)
+    relevance = lam * normalised_scores(topics)
+    unit = unit_vectors(topics, vectors, query)
+    redundancy = np.zeros(n, dtype=np.float64)
+    placed = np.zeros(n, dtype=bool)
     order: list[int] = []
-    for _ in range(n):
-        penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
-        gain = np.where(remaining, lam * relevance - (1.0 - lam) * penalty, -np.inf)
+    for _ in range(min(depth, n)):
+        gain = relevance - (1.0 - lam) * redundancy
+        gain[placed] = -np.inf
         chosen = int(np.argmax(gain))  # argmax returns the first maximum: stable on ties
         order.append(chosen)
-        remaining[chosen] = False
-        redundancy = np.maximum(redundancy, sims[chosen])
+        placed[chosen] = True
+        np.maximum(redundancy, unit @ unit[chosen], out=redundancy)
+    order += [i for i in range(n) if not placed[i]]
     return [topics[i] for i in order]
 
 
@@ -229,9 +232,18 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
-def signals(f: TopicFeatures, best_post_id: int, flags: ChainFlags, now: datetime
-            ) -> dict[str, float]:
-    """Each metadata signal of a topic, in [-1, 1] (0 = neutral)."""
+class Signals(NamedTuple):
+    """A topic's metadata signals, each in [-1, 1] (0 = neutral)."""
+
+    accepted: float  # 1: the linked post is the accepted answer; 0.5: another post is
+    likes: float  # log-damped likes, 1 at ``boost_likes_saturation``
+    recency: float  # 0.5 ** (age / half-life) of the linked post (else the topic's activity)
+    category: float  # PRIORITY_SIGNAL of the category's search priority
+    closed: float  # -1 archived, -0.5 closed
+
+
+def signals(f: TopicFeatures, best_post_id: int, flags: ChainFlags, now: datetime) -> Signals:
+    """Each metadata signal of a topic (``now`` timezone-aware or naive UTC)."""
     accepted = 0.0
     if f.accepted_answer_post_id is not None:
         accepted = 1.0 if f.accepted_answer_post_id == best_post_id else 0.5
@@ -244,8 +256,7 @@ def signals(f: TopicFeatures, best_post_id: int, flags: ChainFlags, now: datetim
         age_days = max(0.0, (_utc(now) - _utc(when)).total_seconds() / 86400.0)
         recency = 0.5 ** (age_days / flags.boost_half_life_days)
     closed = -1.0 if f.archived else (-0.5 if f.closed else 0.0)
-    return {"accepted": accepted, "likes": liked, "recency": recency,
-            "category": PRIORITY_SIGNAL.get(f.search_priority, 0.0), "closed": closed}
+    return Signals(accepted, liked, recency, PRIORITY_SIGNAL.get(f.search_priority, 0.0), closed)
 
 
 def boost_signal(f: TopicFeatures | None, best_post_id: int, flags: ChainFlags,
@@ -254,9 +265,9 @@ def boost_signal(f: TopicFeatures | None, best_post_id: int, flags: ChainFlags,
     if f is None:
         return 0.0
     s = signals(f, best_post_id, flags, now)
-    total = (flags.boost_accepted * s["accepted"] + flags.boost_likes * s["likes"]
-             + flags.boost_recency * s["recency"] + flags.boost_category * s["category"]
-             + flags.boost_closed * s["closed"])
+    total = (flags.boost_accepted * s.accepted + flags.boost_likes * s.likes
+             + flags.boost_recency * s.recency + flags.boost_category * s.category
+             + flags.boost_closed * s.closed)
     return max(-1.0, min(1.0, total))
 
 
@@ -286,6 +297,7 @@ def boost(
     boosted to +1 and they are demoted to -1), whatever the scale of the fusion's scores.
     """
     keyed = []
+    now = _utc(now)
     for position, (rank, topic) in enumerate(zip(tied_ranks(topics), topics, strict=True)):
         signal = boost_signal(features.get(topic.topic_id), topic.best.post_id, flags, now)
         keyed.append((rank - flags.boost_positions * signal, position, topic))
