@@ -39,7 +39,9 @@ PROTOCOLS: dict[str, str] = {
         "evidence (SIDECAR_RETRIEVE_LIMIT, or fewer where the knee cut-off is on: the cut reads "
         "the scores of the wide candidate list, cross-encoder scores after a rerank stage, "
         "else the bi-encoder cosine of each topic's best post); evidence_hit: 1 when a "
-        "relevant topic is among the kept items. Averaged over the scored queries."
+        "relevant topic is among the kept items. redundancy@5: mean pairwise cosine of the "
+        "stored vectors of the posts the first five topics link to (lower = more diverse). "
+        "Averaged over the scored queries."
     ),
     "comparison": (
         "Per query, against the baseline (and against the parent configuration that differs "
@@ -48,6 +50,8 @@ PROTOCOLS: dict[str, str] = {
         "fixed seed). 'significant' means the CI excludes 0."
     ),
 }
+
+CHAIN_METRICS = ("evidence_items", "evidence_hit", "redundancy@5")
 
 LABELS: dict[str, str] = {"hit@1": "Hit@1", "hit@5": "Hit@5", "mrr@10": "MRR@10",
                           "ndcg@10": "nDCG@10", "post_hit@5": "Post Hit@5", "map_b": "MAP (B)"}
@@ -124,17 +128,21 @@ def to_markdown(doc: dict[str, Any]) -> str:
                 f"| {c['config']} | {c['reference']} | {configs[c['config']]['factor']} | "
                 f"{_diff(c['metrics']['mrr@10'])} | {_diff(c['metrics']['ndcg@10'])} | "
                 f"{_diff(c['metrics']['map_b'])} | {c['wins']}/{c['losses']}/{c['ties']} |")
-    knees = [c for c in doc["configs"] if (c.get("chain") or {}).get("knee")]
-    if knees:
-        lines += ["", "Evidence kept for `/v1/retrieve` (knee cut-off against its parent):", "",
-                  "| Config | Items kept (mean) | Relevant topic kept | Parent | Parent items "
-                  "| Parent relevant kept |", "|---|---|---|---|---|---|"]
-        for c in knees:
+    chained = [c for c in doc["configs"]
+               if any((c.get("chain") or {}).get(k) for k in ("mmr", "boosts", "knee"))]
+    if chained:
+        lines += ["", "Rerank chain stages against their parents: evidence kept for "
+                  "`/v1/retrieve` and redundancy of the first five results (lower = more "
+                  "diverse):", "",
+                  "| Config | vs | Items kept | Relevant kept | Redundancy@5 | Parent items "
+                  "| Parent relevant kept | Parent redundancy@5 |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for c in chained:
             own, parent = doc["metrics"][c["name"]], doc["metrics"].get(c["parent"] or "", {})
             lines.append(
-                f"| {c['name']} | {_num(own.get('evidence_items'))} | "
-                f"{_num(own.get('evidence_hit'))} | {c['parent']} | "
-                f"{_num(parent.get('evidence_items'))} | {_num(parent.get('evidence_hit'))} |")
+                f"| {c['name']} | {c['parent']} | "
+                + " | ".join(_num(own.get(k)) for k in CHAIN_METRICS) + " | "
+                + " | ".join(_num(parent.get(k)) for k in CHAIN_METRICS) + " |")
     lines += ["", "`*`: the 95% CI excludes 0. W/L/T: queries where the configuration's "
               "reciprocal rank (at 10) is higher / lower / equal."]
     if doc["skipped"]:

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from sidecar.core.chain import ChainFlags
 from sidecar.core.knee import knee_cut
 from sidecar.core.types import TopicHit
+from sidecar.db.chain_read import post_vectors
 from sidecar.db.evidence_read import post_similarities
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 from sidecar.evaluation import metrics as m
@@ -44,9 +45,10 @@ DEEP_TOPICS_MAX = 2000
 
 # Per-query metrics averaged into a configuration's row, in report order. evidence_items: the
 # evidence items /v1/retrieve keeps (its limit, or fewer after the knee cut-off); evidence_hit:
-# 1 when a relevant topic is among them.
+# 1 when a relevant topic is among them; redundancy@5: mean pairwise cosine of the posts the
+# first five topics link to (lower = more diverse results).
 METRICS: tuple[str, ...] = ("hit@1", "hit@5", "mrr@10", "ndcg@10", "post_hit@5", "map_b",
-                            "evidence_items", "evidence_hit")
+                            "evidence_items", "evidence_hit", "redundancy@5")
 
 
 @dataclass
@@ -209,6 +211,7 @@ class Runner:
             kept = self.evidence_kept(text, topics, flags, config, reranked=bool(chain),
                                       limit=limit, wide=wide)
             scores = score_query(query, topics, b_ranking, self.dataset.has_post_qrels, kept)
+            scores["redundancy@5"] = self.redundancy(topics[:POST_K], config.strategy)
             out.append(QueryResult(
                 query_id=query.id, top=[t.topic_id for t in topics[:OPEN_DEPTH]],
                 linked_posts=[t.best.post_id for t in topics[:POST_K]],
@@ -242,6 +245,15 @@ class Runner:
             scores = [sims.get(t.best.post_id) for t in head]
         return knee_cut(scores, limit=limit, min_items=flags.knee_min_items,
                         sensitivity=flags.knee_sensitivity).kept
+
+    def redundancy(self, topics: Sequence[TopicHit], strategy: int) -> float | None:
+        """Mean pairwise cosine of the topics' linked posts (None with fewer than two)."""
+        with self.res.db.connection() as conn:
+            vectors = post_vectors(conn, model_id=self.res.model.id, strategy_id=strategy,
+                                   dimensions=self.res.model.dimensions,
+                                   post_ids=[t.best.post_id for t in topics])
+        return m.redundancy([vectors[t.best.post_id] for t in topics
+                             if t.best.post_id in vectors])
 
     def prime(self) -> None:
         """Embed every query once (one at a time, as a request would) before any timing."""

@@ -69,6 +69,10 @@ def test_per_query_scores_follow_from_the_rankings(doc: dict[str, Any]) -> None:
                 assert 2 <= kept <= min(6, len(top))
             else:
                 assert kept == min(6, len(top))
+            if len(top) >= 2:
+                assert -1.0 <= row["redundancy@5"] <= 1.0 + 1e-9
+            else:
+                assert row["redundancy@5"] is None
         means = doc["metrics"][name]
         assert means["mrr@10"] == pytest.approx(np.mean([r["mrr@10"] for r in rows]), abs=1e-6)
 
@@ -111,7 +115,8 @@ def test_outputs_json_markdown_png(doc: dict[str, Any], tmp_path: Path) -> None:
     for name in DEFAULT_NAMES:
         assert f"| {name} |" in table or f"| **{name}** |" in table
     assert "95% CI" in table
-    assert "| hybrid-best-knee |" in table and "Evidence kept for `/v1/retrieve`" in table
+    assert "| hybrid-best-knee | hybrid-best |" in table
+    assert "| hybrid-best-mmr | hybrid-best |" in table and "Redundancy@5" in table
     png = written["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
