@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sidecar.core.chain import ChainFlags
+from sidecar.core.chain_flags import ChainFlags
 
 # PostgreSQL text search configurations are identifiers; we only check the shape here and let the
 # server say whether it knows the configuration.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -28,11 +28,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from sidecar.core.chain_flags import MAX_CANDIDATES, ChainFlags
 from sidecar.core.types import TopicHit
 
-# The chain reorders at most this many topics (the O(k^2) MMR is bounded here); the rest of a
-# longer list keeps its fused order after them.
-MAX_CANDIDATES = 300
+__all__ = ["MAX_CANDIDATES", "PRIORITY_SIGNAL", "ChainFlags", "SearchPriority", "Signals",
+           "TopicFeatures", "apply_chain", "boost", "boost_signal", "mmr", "normalised_scores",
+           "signals", "tied_ranks", "unit_vectors"]
+
 
 
 class SearchPriority(IntEnum):
@@ -57,64 +59,6 @@ PRIORITY_SIGNAL: dict[int, float] = {
     SearchPriority.NORMAL: 0.0, SearchPriority.IGNORE: -1.0, SearchPriority.VERY_LOW: -1.0,
     SearchPriority.LOW: -0.5, SearchPriority.HIGH: 0.5, SearchPriority.VERY_HIGH: 1.0,
 }
-
-
-@dataclass(frozen=True)
-class ChainFlags:
-    """Which stages run and their parameters. All off by default: the chain is then a no-op.
-
-    Boost weights multiply signals in [-1, 1] (accepted answer, likes, recency, category
-    priority, closed/archived); their weighted sum is clipped to [-1, 1] and moves a topic by at
-    most ``boost_positions`` ranks. A weight of 0 switches that signal off.
-    """
-
-    mmr: bool = False
-    mmr_lambda: float = 0.7  # 1 = relevance only (no change), 0 = diversity only
-    mmr_depth: int = 50  # places chosen by MMR; the rest keep their order
-    mmr_query_residual: bool = False  # redundancy measured after removing the query direction
-    boosts: bool = False
-    boost_positions: float = 1.5
-    boost_accepted: float = 1.0
-    boost_likes: float = 0.5
-    boost_likes_saturation: int = 20  # likes at which the likes signal reaches 1 (log-damped)
-    boost_recency: float = 0.0
-    boost_half_life_days: float = 365.0
-    boost_category: float = 1.0
-    boost_closed: float = 0.25
-    knee: bool = False
-    knee_min_items: int = 2
-    knee_sensitivity: float = 0.3
-
-    def __post_init__(self) -> None:
-        checks = {
-            "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
-            "mmr_depth": 1 <= self.mmr_depth <= MAX_CANDIDATES,
-            "boost_positions": 0.0 <= self.boost_positions <= 50.0,
-            "boost_likes_saturation": self.boost_likes_saturation >= 1,
-            "boost_half_life_days": self.boost_half_life_days > 0.0,
-            "knee_min_items": self.knee_min_items >= 1,
-            "knee_sensitivity": 0.0 <= self.knee_sensitivity <= 1.0,
-        }
-        for name in ("boost_accepted", "boost_likes", "boost_recency", "boost_category",
-                     "boost_closed"):
-            checks[name] = 0.0 <= getattr(self, name) <= 10.0
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"invalid rerank chain parameter(s): {', '.join(bad)}")
-
-    @property
-    def reorders(self) -> bool:
-        """True when a topic stage (MMR or boosts) is on."""
-        return self.mmr or self.boosts
-
-    def stages(self) -> list[str]:
-        """The enabled stages, in the order they run."""
-        return [name for name, on in (("mmr", self.mmr), ("boosts", self.boosts),
-                                      ("knee", self.knee)) if on]
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
