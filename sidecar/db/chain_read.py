@@ -132,19 +132,28 @@ def _column(schema: ForumSchema, alias: str, table: str, column: str,
 
 
 def features_query(schema: ForumSchema) -> sql.Composed:
-    """One query: features of each (topic, best post) pair whose post is public."""
+    """One query: features of each (topic, best post) pair whose post is public.
+
+    Each pair is looked up by primary keys in a LATERAL subquery (its LIMIT keeps the planner
+    from flattening it): a hash join of the candidates with every topic would scan the whole
+    topics table, which is the large one on a real forum.
+    """
     return sql.SQL(
         """
-        SELECT x.topic_id, {accepted} AS accepted_answer_post_id,
-               coalesce({topic_likes}, 0) AS topic_like_count,
-               coalesce({post_likes}, 0) AS post_like_count,
-               t.created_at, {last_posted_at} AS last_posted_at, p.created_at AS post_created_at,
-               coalesce({priority}, 0) AS search_priority,
-               coalesce({closed}, false) AS closed, coalesce({archived}, false) AS archived
+        SELECT x.topic_id, f.*
         FROM unnest(%(topics)s::int[], %(posts)s::int[]) AS x(topic_id, post_id)
-        JOIN posts p ON p.id = x.post_id AND p.topic_id = x.topic_id
-        {joins}
-        WHERE {public}
+        CROSS JOIN LATERAL (
+            SELECT {accepted} AS accepted_answer_post_id,
+                   coalesce({topic_likes}, 0) AS topic_like_count,
+                   coalesce({post_likes}, 0) AS post_like_count,
+                   t.created_at, {last_posted_at} AS last_posted_at,
+                   p.created_at AS post_created_at,
+                   coalesce({priority}, 0) AS search_priority,
+                   coalesce({closed}, false) AS closed, coalesce({archived}, false) AS archived
+            FROM posts p {joins}
+            WHERE p.id = x.post_id AND p.topic_id = x.topic_id AND {public}
+            LIMIT 1
+        ) f
         """
     ).format(
         accepted=_accepted_sql(schema),
