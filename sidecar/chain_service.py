@@ -1,9 +1,10 @@
 """The rerank chain's adapter: loads what the enabled stages need, then runs the pure chain.
 
-One query for the topic features (only when boosts are on), one for the best posts' vectors
-(only when MMR is on), both limited to the :data:`~sidecar.core.chain.MAX_CANDIDATES` first
-topics; then :func:`sidecar.core.chain.apply_chain`. ``SearchService.find_topics`` calls it after
-aggregation, and ``make bench`` (part ``chain``) times exactly this call.
+One query for the topic features (only when boosts are on) of the
+:data:`~sidecar.core.chain.MAX_CANDIDATES` first topics, one for the best posts' vectors (only
+when MMR is on) of the ``mmr_pool`` first; then :func:`sidecar.core.chain.apply_chain`.
+``SearchService.find_topics`` calls it after aggregation, and ``make bench`` (part ``chain``)
+times exactly this call.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class RerankChain:
                 started = time.perf_counter()
                 vectors = dict(post_vectors(
                     conn, model_id=self.model.id, strategy_id=strategy,
-                    dimensions=self.model.dimensions, post_ids=[t.best.post_id for t in head]))
+                    dimensions=self.model.dimensions,
+                    post_ids=[t.best.post_id for t in head[:flags.mmr_pool]]))
                 detail.update(vectors=len(vectors), vectors_ms=_ms(started))
         return features, vectors, detail
 

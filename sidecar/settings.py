@@ -84,6 +84,7 @@ class Settings(BaseSettings):
     chain_mmr: bool = _CHAIN.mmr
     chain_mmr_lambda: float = _CHAIN.mmr_lambda
     chain_mmr_depth: int = _CHAIN.mmr_depth
+    chain_mmr_pool: int = _CHAIN.mmr_pool
     chain_mmr_query_residual: bool = _CHAIN.mmr_query_residual
     chain_boosts: bool = _CHAIN.boosts
     chain_boost_positions: float = _CHAIN.boost_positions

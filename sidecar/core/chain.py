@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,9 +31,9 @@ import numpy.typing as npt
 from sidecar.core.chain_flags import MAX_CANDIDATES, ChainFlags
 from sidecar.core.types import TopicHit
 
-__all__ = ["MAX_CANDIDATES", "PRIORITY_SIGNAL", "ChainFlags", "SearchPriority", "Signals",
-           "TopicFeatures", "apply_chain", "boost", "boost_signal", "mmr", "normalised_scores",
-           "signals", "tied_ranks", "unit_vectors"]
+__all__ = ["MAX_CANDIDATES", "PRIORITY_SIGNAL", "SIGNALS", "ChainFlags", "SearchPriority",
+           "TopicFeatures", "apply_chain", "boost", "boost_signal", "boost_signals", "mmr",
+           "normalised_scores", "signal_matrix", "tied_ranks", "unit_vectors"]
 
 
 
@@ -99,7 +99,8 @@ def apply_chain(
     head, tail = list(topics[:MAX_CANDIDATES]), list(topics[MAX_CANDIDATES:])
     if flags.mmr:
         head = mmr(head, vectors, flags.mmr_lambda,
-                   query_vector if flags.mmr_query_residual else None, flags.mmr_depth)
+                   query_vector if flags.mmr_query_residual else None, flags.mmr_depth,
+                   flags.mmr_pool)
     if flags.boosts:
         head = boost(head, features, flags, now)
     return head + tail
@@ -143,15 +144,17 @@ def unit_vectors(
 
 def mmr(
     topics: Sequence[TopicHit], vectors: Mapping[int, Vector], lam: float,
-    query: Vector | None = None, depth: int = MAX_CANDIDATES,
+    query: Vector | None = None, depth: int = MAX_CANDIDATES, pool: int = MAX_CANDIDATES,
 ) -> list[TopicHit]:
-    """Greedy maximal marginal relevance for the first ``depth`` places.
+    """Greedy maximal marginal relevance among the first ``pool`` topics, for ``depth`` places.
 
     next = argmax lam * relevance - (1 - lam) * redundancy, where redundancy is the highest
-    cosine (floored at 0) to a topic already placed. Places beyond ``depth`` keep the input
-    order. Ties go to the earlier topic, so ``lam = 1`` keeps the input order. Each place costs
-    one matrix-vector product (O(k * d)), so ``depth`` places cost O(depth * k * d), not k^2 * d.
+    cosine (floored at 0) to a topic already placed. The rest of the pool, then the topics
+    beyond it, keep the input order. Ties go to the earlier topic, so ``lam = 1`` keeps the input
+    order. Each place costs one matrix-vector product (O(pool * d)): O(depth * pool * d) in all.
     """
+    if len(topics) > pool:
+        return mmr(topics[:pool], vectors, lam, query, depth, pool) + list(topics[pool:])
     n = len(topics)
     if n < 2 or lam >= 1.0:
         return list(topics)
@@ -176,43 +179,63 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
-class Signals(NamedTuple):
-    """A topic's metadata signals, each in [-1, 1] (0 = neutral)."""
+# The metadata signals, each in [-1, 1] (0 = neutral), in the columns of signal_matrix:
+# accepted: 1 when the linked post is the accepted answer, 0.5 when another post is;
+# likes: log-damped, 1 at ``boost_likes_saturation`` (the linked post's likes fully, the topic's
+#   other likes half); recency: 0.5 ** (age / half-life) of the linked post (else of the topic's
+#   last post, else of the topic); category: PRIORITY_SIGNAL of the category's search priority;
+# closed: -1 archived, -0.5 closed.
+SIGNALS: tuple[str, ...] = ("accepted", "likes", "recency", "category", "closed")
 
-    accepted: float  # 1: the linked post is the accepted answer; 0.5: another post is
-    likes: float  # log-damped likes, 1 at ``boost_likes_saturation``
-    recency: float  # 0.5 ** (age / half-life) of the linked post (else the topic's activity)
-    category: float  # PRIORITY_SIGNAL of the category's search priority
-    closed: float  # -1 archived, -0.5 closed
+
+def signal_matrix(
+    features: Sequence[TopicFeatures | None], best_post_ids: Sequence[int], flags: ChainFlags,
+    now: datetime,
+) -> npt.NDArray[np.float64]:
+    """The (n, 5) signals of n topics, columns :data:`SIGNALS`; a zero row without features.
+
+    One pass to gather the fields, then numpy: 300 topics cost well under a millisecond.
+    """
+    n = len(features)
+    accepted = np.zeros(n)
+    likes = np.zeros(n)
+    age_s = np.full(n, np.nan)
+    category = np.zeros(n)
+    closed = np.zeros(n)
+    now_s = _utc(now).timestamp()
+    for i, (f, best) in enumerate(zip(features, best_post_ids, strict=True)):
+        if f is None:
+            continue
+        if f.accepted_answer_post_id is not None:
+            accepted[i] = 1.0 if f.accepted_answer_post_id == best else 0.5
+        post = max(0, f.post_like_count)
+        likes[i] = post + 0.5 * max(0, f.topic_like_count - post)
+        when = f.post_created_at or f.last_posted_at or f.created_at
+        if when is not None:
+            age_s[i] = max(0.0, now_s - _utc(when).timestamp())
+        category[i] = PRIORITY_SIGNAL.get(f.search_priority, 0.0)
+        closed[i] = -1.0 if f.archived else (-0.5 if f.closed else 0.0)
+    liked = np.minimum(1.0, np.log1p(likes) / math.log1p(flags.boost_likes_saturation))
+    half_lives = age_s / (86400.0 * flags.boost_half_life_days)
+    recency = np.where(np.isnan(age_s), 0.0, 0.5 ** np.nan_to_num(half_lives))
+    return np.column_stack([accepted, liked, recency, category, closed])
 
 
-def signals(f: TopicFeatures, best_post_id: int, flags: ChainFlags, now: datetime) -> Signals:
-    """Each metadata signal of a topic (``now`` timezone-aware or naive UTC)."""
-    accepted = 0.0
-    if f.accepted_answer_post_id is not None:
-        accepted = 1.0 if f.accepted_answer_post_id == best_post_id else 0.5
-    # Likes of the linked post count fully, the topic's other likes half; log-damped.
-    likes = max(0, f.post_like_count) + 0.5 * max(0, f.topic_like_count - f.post_like_count)
-    liked = min(1.0, math.log1p(likes) / math.log1p(flags.boost_likes_saturation))
-    when = f.post_created_at or f.last_posted_at or f.created_at
-    recency = 0.0
-    if when is not None:
-        age_days = max(0.0, (_utc(now) - _utc(when)).total_seconds() / 86400.0)
-        recency = 0.5 ** (age_days / flags.boost_half_life_days)
-    closed = -1.0 if f.archived else (-0.5 if f.closed else 0.0)
-    return Signals(accepted, liked, recency, PRIORITY_SIGNAL.get(f.search_priority, 0.0), closed)
+def boost_signals(
+    features: Sequence[TopicFeatures | None], best_post_ids: Sequence[int], flags: ChainFlags,
+    now: datetime,
+) -> npt.NDArray[np.float64]:
+    """Each topic's weighted sum of signals, clipped to [-1, 1] (0 without features)."""
+    weights = np.array([flags.boost_accepted, flags.boost_likes, flags.boost_recency,
+                        flags.boost_category, flags.boost_closed])
+    matrix = signal_matrix(features, best_post_ids, flags, now)
+    return np.clip(matrix @ weights, -1.0, 1.0)
 
 
 def boost_signal(f: TopicFeatures | None, best_post_id: int, flags: ChainFlags,
                  now: datetime) -> float:
-    """The weighted sum of a topic's signals, clipped to [-1, 1] (0 without features)."""
-    if f is None:
-        return 0.0
-    s = signals(f, best_post_id, flags, now)
-    total = (flags.boost_accepted * s.accepted + flags.boost_likes * s.likes
-             + flags.boost_recency * s.recency + flags.boost_category * s.category
-             + flags.boost_closed * s.closed)
-    return max(-1.0, min(1.0, total))
+    """One topic's boost signal (see :func:`boost_signals`)."""
+    return float(boost_signals([f], [best_post_id], flags, now)[0])
 
 
 def tied_ranks(topics: Sequence[TopicHit]) -> list[float]:
@@ -220,14 +243,14 @@ def tied_ranks(topics: Sequence[TopicHit]) -> list[float]:
 
     Topics the fusion scored the same have no order worth keeping: any boost separates them.
     """
-    ranks: list[float] = []
-    start = 0
-    for i in range(1, len(topics) + 1):
-        if i == len(topics) or not math.isclose(topics[i].score, topics[start].score,
-                                                rel_tol=1e-9, abs_tol=0.0):
-            ranks += [(start + i - 1) / 2.0] * (i - start)
-            start = i
-    return ranks
+    if not topics:
+        return []
+    scores = np.array([t.score for t in topics], dtype=np.float64)
+    starts = np.r_[True, ~np.isclose(scores[1:], scores[:-1], rtol=1e-9, atol=0.0)]
+    run = np.cumsum(starts) - 1
+    positions = np.arange(len(topics), dtype=np.float64)
+    means = np.bincount(run, weights=positions) / np.bincount(run)
+    return [float(v) for v in means[run]]
 
 
 def boost(
@@ -240,10 +263,10 @@ def boost(
     passes every topic scored the same and at most ``2 * boost_positions`` others (when it is
     boosted to +1 and they are demoted to -1), whatever the scale of the fusion's scores.
     """
-    keyed = []
-    now = _utc(now)
-    for position, (rank, topic) in enumerate(zip(tied_ranks(topics), topics, strict=True)):
-        signal = boost_signal(features.get(topic.topic_id), topic.best.post_id, flags, now)
-        keyed.append((rank - flags.boost_positions * signal, position, topic))
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return [topic for _, _, topic in keyed]
+    if not topics:
+        return []
+    signal = boost_signals([features.get(t.topic_id) for t in topics],
+                           [t.best.post_id for t in topics], flags, now)
+    keys = np.array(tied_ranks(topics)) - flags.boost_positions * signal
+    order = np.lexsort((np.arange(len(topics)), keys))  # by key, then by position: stable
+    return [topics[i] for i in order]

@@ -27,6 +27,7 @@ class ChainFlags:
     mmr: bool = False
     mmr_lambda: float = 0.7  # 1 = relevance only (no change), 0 = diversity only
     mmr_depth: int = 50  # places chosen by MMR; the rest keep their order
+    mmr_pool: int = 100  # the first topics MMR chooses among (their vectors are loaded)
     mmr_query_residual: bool = False  # redundancy measured after removing the query direction
     boosts: bool = False
     boost_positions: float = 1.5
@@ -44,7 +45,8 @@ class ChainFlags:
     def __post_init__(self) -> None:
         checks = {
             "mmr_lambda": 0.0 <= self.mmr_lambda <= 1.0,
-            "mmr_depth": 1 <= self.mmr_depth <= MAX_CANDIDATES,
+            "mmr_depth": 1 <= self.mmr_depth <= self.mmr_pool,
+            "mmr_pool": 1 <= self.mmr_pool <= MAX_CANDIDATES,
             "boost_positions": 0.0 <= self.boost_positions <= 50.0,
             "boost_likes_saturation": self.boost_likes_saturation >= 1,
             "boost_half_life_days": self.boost_half_life_days > 0.0,

@@ -264,3 +264,12 @@ def test_mmr_then_boosts_in_that_order() -> None:
     assert ids(mmr(topics, vectors, 0.7)) == [1, 3, 2, 9]  # 2 duplicates 1
     # ... then the accepted answer of 2 passes its neighbour 3.
     assert ids(apply_chain(topics, flags, feats, vectors, None, NOW)) == [1, 2, 3, 9]
+
+
+def test_mmr_chooses_within_its_pool_only() -> None:
+    topics = [topic(1, 1.0), topic(2, 0.99), topic(3, 0.98), topic(4, 0.97)]
+    vectors = {10: unit(1, 0), 20: unit(1, 0), 30: unit(1, 0), 40: unit(0, 1)}
+    assert ids(mmr(topics, vectors, 0.5)) == [1, 4, 2, 3]  # the distinct one comes up
+    assert ids(mmr(topics, vectors, 0.5, pool=3)) == [1, 2, 3, 4]  # ... unless out of the pool
+    with pytest.raises(ValueError, match="mmr_depth"):
+        ChainFlags(mmr_depth=60, mmr_pool=50)
