@@ -178,7 +178,7 @@ class SearchService:
             post_k = min(post_k * 2, MAX_POST_CANDIDATES)
         flags = self.chain_flags(options)
         if flags.reorders:  # with every stage off there is no chain step at all
-            topics = self._rerank_chain(topics, flags, vector, strategy, trace)
+            topics = self._rerank_chain(topics, flags, vector, strategy, trace, n_topics)
         return SearchOutcome(
             topics=topics[:n_topics],
             trace=trace,
@@ -187,10 +187,10 @@ class SearchService:
         )
 
     def _rerank_chain(self, topics: list[TopicHit], flags: ChainFlags, vector: Any,
-                      strategy: int, trace: Trace) -> list[TopicHit]:
+                      strategy: int, trace: Trace, needed: int) -> list[TopicHit]:
         """MMR and boosts over the aggregated topics; the fused order when it fails."""
         with trace.step("chain", swallow=True) as detail:
-            reordered, info = self.chain.run(topics, flags, vector, strategy)
+            reordered, info = self.chain.run(topics, flags, vector, strategy, needed=needed)
             detail.update(info)
             return reordered
         return topics  # the step failed (logged in the trace): degrade to the fused order

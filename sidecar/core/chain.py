@@ -32,7 +32,8 @@ from sidecar.core.chain_flags import MAX_CANDIDATES, ChainFlags
 from sidecar.core.types import TopicHit
 
 __all__ = ["MAX_CANDIDATES", "PRIORITY_SIGNAL", "SIGNALS", "ChainFlags", "SearchPriority",
-           "TopicFeatures", "apply_chain", "boost", "boost_signal", "boost_signals", "mmr",
+           "TopicFeatures", "apply_chain", "boost", "boost_signal", "boost_signals",
+           "boost_window", "mmr",
            "normalised_scores", "signal_matrix", "tied_ranks", "unit_vectors"]
 
 
@@ -270,3 +271,22 @@ def boost(
     keys = np.array(tied_ranks(topics)) - flags.boost_positions * signal
     order = np.lexsort((np.arange(len(topics)), keys))  # by key, then by position: stable
     return [topics[i] for i in order]
+
+
+def boost_window(topics: Sequence[TopicHit], positions: float, needed: int | None) -> int:
+    """How many leading topics need their features for the first ``needed`` after
+    :func:`boost` to be exact (the others may be read as neutral).
+
+    A topic passes another only if its tied rank is less than ``2 * positions`` behind. The
+    window, ``needed + 4 * positions + 1`` extended to the end of a run of equal scores, puts
+    every topic beyond it at least that far behind each of the first ``needed`` (whose tied rank
+    is at most the middle of their run), so none of them can reach the first ``needed``.
+    """
+    n = min(len(topics), MAX_CANDIDATES)
+    if needed is None:
+        return n
+    window = needed + math.ceil(4 * positions) + 1
+    while window < n and math.isclose(topics[window].score, topics[window - 1].score,
+                                      rel_tol=1e-9, abs_tol=0.0):
+        window += 1
+    return min(window, n)

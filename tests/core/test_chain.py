@@ -16,6 +16,7 @@ from sidecar.core.chain import (
     apply_chain,
     boost,
     boost_signal,
+    boost_window,
     mmr,
     normalised_scores,
     tied_ranks,
@@ -273,3 +274,25 @@ def test_mmr_chooses_within_its_pool_only() -> None:
     assert ids(mmr(topics, vectors, 0.5, pool=3)) == [1, 2, 3, 4]  # ... unless out of the pool
     with pytest.raises(ValueError, match="mmr_depth"):
         ChainFlags(mmr_depth=60, mmr_pool=50)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_features_beyond_the_boost_window_cannot_change_the_first_topics(seed: int) -> None:
+    """What the adapter relies on to read only the features of topics near the page."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 120))
+    # Coarse scores: long runs of ties, as single-leg RRF ranks produce.
+    scores = np.sort(rng.integers(0, 12, n))[::-1] / 12.0
+    topics = [topic(i, float(s)) for i, s in enumerate(scores, 1)]
+    feats = {t.topic_id: TopicFeatures(
+        t.topic_id, accepted_answer_post_id=t.best.post_id if rng.random() < 0.3 else None,
+        post_like_count=int(rng.integers(0, 30)), search_priority=int(rng.integers(0, 6)),
+        closed=bool(rng.random() < 0.1), archived=bool(rng.random() < 0.05))
+        for t in topics}
+    flags = ChainFlags(boosts=True, boost_positions=float(rng.choice([0.5, 1.5, 3.0, 7.0])))
+    needed = int(rng.integers(1, 25))
+    window = boost_window(topics, flags.boost_positions, needed)
+    near = {t.topic_id: feats[t.topic_id] for t in topics[:window]}
+    full = boost(topics, feats, flags, NOW)[:needed]
+    assert boost(topics, near, flags, NOW)[:needed] == full
+    assert boost_window(topics, flags.boost_positions, None) == n

@@ -19,7 +19,7 @@ def test_chain_part_small_run(tmp_path: Path, db_url: str, redis_url: str) -> No
     ctx.out_dir.mkdir(parents=True)
     [table] = chain_part.run(ctx)
     names = [row[0] for row in table.rows]
-    assert names[:3] == [name for name, _ in chain_part.VARIANTS]
+    assert names[:4] == [name for name, _, _ in chain_part.VARIANTS]
     assert any(name.startswith("reference:") for name in names)
     p50, p95 = table.columns.index("total p50 ms"), table.columns.index("total p95 ms")
     for row in table.rows:
