@@ -43,6 +43,9 @@ class CategoryRow(_Row):
     read_restricted: bool = False
     parent_category_id: PositiveId | None = None
     description: str | None = None
+    # Optional: Discourse's search priority (0 normal, 1 ignore, 2 very low, 3 low, 4 high,
+    # 5 very high; sidecar.core.chain.SearchPriority).
+    search_priority: int = Field(default=0, ge=0, le=5)
 
 
 class TopicRow(_Row):
@@ -61,6 +64,8 @@ class TopicRow(_Row):
     posts_count: int = Field(default=0, ge=0)
     tags: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(default_factory=list)
     external_id: str | None = None
+    # Optional: the post marked as the solution (discourse-solved); a post of this topic.
+    accepted_answer_post_id: PositiveId | None = None
 
     _utc = field_validator("deleted_at", "created_at")(_naive_utc)
 
@@ -95,6 +100,7 @@ class PostRow(_Row):
     hidden: bool = False
     deleted_at: datetime | None = None
     external_id: str | None = None
+    like_count: int = Field(default=0, ge=0, lt=2**31)  # optional
 
     _utc = field_validator("deleted_at", "created_at", "updated_at")(_naive_utc)
 

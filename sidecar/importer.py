@@ -61,6 +61,8 @@ class ImportReport:
     posts: EntityCount = field(default_factory=EntityCount)
     errors: list[RowError] = field(default_factory=list)
     visibility: Visibility = field(default_factory=Visibility)
+    # Rows loaded with a part ignored (an accepted answer that is not a post of its topic).
+    warnings: list[RowError] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         """JSON-friendly form for the CLI."""
@@ -71,6 +73,7 @@ class ImportReport:
                          "unchanged": c.unchanged, "rejected": c.rejected}
         out["visibility"] = asdict(self.visibility)
         out["errors"] = [str(e) for e in self.errors]
+        out["warnings"] = [str(e) for e in self.warnings]
         return out
 
 
@@ -158,6 +161,8 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
     forum_write.upsert_users(conn, loadable)
     touched = {t.id for _, t in good_topics} | {p.topic_id for p in loadable}
     forum_write.refresh_topic_stats(conn, touched)
+    for line, message in forum_write.replace_accepted_answers(conn, good_topics):
+        report.warnings.append(RowError("topics.jsonl", line, message))
     forum_write.replace_search_data(
         conn, loadable, texts, ts_config,
         touched_topics={t.id for _, t in good_topics},
@@ -165,7 +170,8 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
     # What changed (updated_at moved) goes to the keyword change log that every node applies.
     keyword_sql.catch_up(conn)
     # Fresh statistics, or the planner guesses one row per table and scans posts in a loop.
-    for table in ("categories", "topics", "posts", "tags", "topic_tags", "post_search_data"):
+    for table in ("categories", "topics", "posts", "tags", "topic_tags", "post_search_data",
+                  "discourse_solved_solved_topics"):
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
     report.visibility = _visibility(conn, [p.id for p in loadable])
     for file, count in (("categories.jsonl", report.categories), ("topics.jsonl", report.topics),

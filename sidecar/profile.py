@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import Fusion, FusionMethod, parse_weights
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
@@ -60,17 +61,25 @@ class ServedModel(BaseModel):
     mode: Mode = Mode.HYBRID
     fusion: FusionModel = Field(default_factory=FusionModel)
     topic_score: TopicScore = TopicScore.BEST
+    chain: dict[str, Any] = Field(default_factory=dict,
+                                  description="Rerank chain flags (ChainFlags fields; missing: "
+                                              "the default, every stage off).")
 
     def to_config(self) -> SearchConfig:
-        """The core value."""
+        """The core value (ValueError when a chain parameter is unknown or out of range)."""
+        unknown = set(self.chain) - set(ChainFlags.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown rerank chain parameter(s): {', '.join(sorted(unknown))}")
         return SearchConfig(mode=self.mode, fusion=self.fusion.to_fusion(),
-                            topic_score=self.topic_score)
+                            topic_score=self.topic_score, chain=ChainFlags(**self.chain))
 
     @classmethod
     def of(cls, config: SearchConfig) -> ServedModel:
-        """From the core value."""
+        """From the core value (chain parameters only where they differ from the default)."""
+        default = ChainFlags().as_dict()
+        chain = {k: v for k, v in config.chain.as_dict().items() if default[k] != v}
         return cls(mode=config.mode, fusion=FusionModel.of(config.fusion),
-                   topic_score=config.topic_score)
+                   topic_score=config.topic_score, chain=chain)
 
 
 class SearchProfile(BaseModel):
@@ -121,7 +130,8 @@ def settings_config(settings: Settings) -> SearchConfig:
     fusion = Fusion(FusionMethod(settings.fusion), (), settings.rrf_k)
     return SearchConfig(mode=Mode(settings.search_mode),
                         fusion=fusion.with_weights(parse_weights(settings.fusion_weights)),
-                        topic_score=TopicScore(settings.topic_score))
+                        topic_score=TopicScore(settings.topic_score),
+                        chain=settings.chain_flags())
 
 
 def read_profile(path: Path) -> tuple[SearchProfile, str]:
@@ -130,7 +140,7 @@ def read_profile(path: Path) -> tuple[SearchProfile, str]:
     try:
         profile = SearchProfile.model_validate(json.loads(data))
         profile.served.to_config()  # weights checked here
-    except (json.JSONDecodeError, ValidationError, ValueError) as exc:
+    except (json.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0]
         raise ConfigurationError(f"search profile {path} is not valid: {first}") from exc
     return profile, hashlib.sha256(data).hexdigest()

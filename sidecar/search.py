@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.protocols import Embedder
+from sidecar.chain_service import RerankChain
 from sidecar.core.aggregate import aggregate_topics
+from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import Fusion, fuse
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.text import excerpt, html_to_text
@@ -34,6 +36,7 @@ class SearchOptions:
     strategy: int | None = None
     topic_score: TopicScore | None = None
     fusion: Fusion | None = None
+    chain: ChainFlags | None = None  # the rerank chain's stages
 
 
 @dataclass
@@ -124,11 +127,16 @@ class SearchService:
         # This node's keyword index of the database (kept in sync by its owner, see
         # sidecar/keyword/node.py); one is opened on the state directory when none is given.
         self.keyword = keyword or KeywordIndex(db, settings.state_dir)
+        self.chain = RerankChain(db, model)
 
     def config(self, options: SearchOptions) -> SearchConfig:
         """What a search with these options runs: the served configuration, overridden."""
         return self.served.override(mode=options.mode, fusion=options.fusion,
-                                    topic_score=options.topic_score)
+                                    topic_score=options.topic_score, chain=options.chain)
+
+    def chain_flags(self, options: SearchOptions) -> ChainFlags:
+        """The rerank chain a request runs: its own flags, else the served ones."""
+        return self.config(options).chain
 
     def check_query(self, query: str) -> str:
         """Normalize a query; refuse an empty or over-long one."""
@@ -196,12 +204,23 @@ class SearchService:
             if enough_topics(topics, rankings, n_topics, post_k):
                 break
             post_k = min(post_k * 2, MAX_POST_CANDIDATES)
+        if config.chain.reorders:  # with every stage off there is no chain step at all
+            topics = self.rerank_chain(topics, config.chain, vector, strategy, trace, n_topics)
         return SearchOutcome(
             topics=topics[:n_topics],
             trace=trace,
             legs={leg: len(hits) for leg, hits in rankings.items()},
             vector=vector,
         )
+
+    def rerank_chain(self, topics: list[TopicHit], flags: ChainFlags, vector: Any,
+                     strategy: int, trace: Trace, needed: int) -> list[TopicHit]:
+        """MMR and boosts over the aggregated topics; the fused order when it fails."""
+        with trace.step("chain", swallow=True) as detail:
+            reordered, info = self.chain.run(topics, flags, vector, strategy, needed=needed)
+            detail.update(info)
+            return reordered
+        return topics  # the step failed (logged in the trace): degrade to the fused order
 
     def leg_rankings(
         self, query: str, vector: Any, legs: tuple[Leg, ...], post_k: int, strategy: int,

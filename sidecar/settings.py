@@ -11,14 +11,16 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import parse_weights
 
 # PostgreSQL text search configurations are identifiers; we only check the shape here and let the
 # server say whether it knows the configuration.
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
+_CHAIN = ChainFlags()  # the rerank chain's defaults (every stage off)
 
 
 class Settings(BaseSettings):
@@ -101,6 +103,25 @@ class Settings(BaseSettings):
     keyword_sync_s: float = 5.0  # how often an API process applies the change log (0: never)
     keyword_log_days: int = 7  # change-log rows kept; a node further behind rebuilds
 
+    # --- rerank chain (sidecar/core/chain.py; SIDECAR_CHAIN_<ChainFlags field>) ---------------
+    chain_mmr: bool = _CHAIN.mmr
+    chain_mmr_lambda: float = _CHAIN.mmr_lambda
+    chain_mmr_depth: int = _CHAIN.mmr_depth
+    chain_mmr_pool: int = _CHAIN.mmr_pool
+    chain_mmr_query_residual: bool = _CHAIN.mmr_query_residual
+    chain_boosts: bool = _CHAIN.boosts
+    chain_boost_positions: float = _CHAIN.boost_positions
+    chain_boost_accepted: float = _CHAIN.boost_accepted
+    chain_boost_likes: float = _CHAIN.boost_likes
+    chain_boost_likes_saturation: int = _CHAIN.boost_likes_saturation
+    chain_boost_recency: float = _CHAIN.boost_recency
+    chain_boost_half_life_days: float = _CHAIN.boost_half_life_days
+    chain_boost_category: float = _CHAIN.boost_category
+    chain_boost_closed: float = _CHAIN.boost_closed
+    chain_knee: bool = _CHAIN.knee
+    chain_knee_min_items: int = _CHAIN.knee_min_items
+    chain_knee_sensitivity: float = _CHAIN.knee_sensitivity
+
     # --- backfill and jobs (RQ) ------------------------------------------------------------
     backfill_batch_size: int = 64
     min_post_chars: int = 1
@@ -162,6 +183,16 @@ class Settings(BaseSettings):
             raise ValueError("the Discourse webhook secret needs at least 12 characters "
                              "(Discourse's own minimum)")
         return value
+
+    @model_validator(mode="after")
+    def _check_chain(self) -> Settings:
+        self.chain_flags()  # a bad parameter fails at start-up, with its name
+        return self
+
+    def chain_flags(self) -> ChainFlags:
+        """The rerank chain configured by the ``SIDECAR_CHAIN_*`` settings."""
+        return ChainFlags(**{name: getattr(self, f"chain_{name}")
+                             for name in ChainFlags.__dataclass_fields__})
 
     @field_validator("forum_url")
     @classmethod

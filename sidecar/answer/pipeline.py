@@ -19,6 +19,7 @@ from sidecar.answer.rerank import POSTS_PER_TOPIC, Candidate, by_relevance, cros
 from sidecar.core.condense import Turn
 from sidecar.core.evidence import PostText, evidence_item, plain_text
 from sidecar.core.gate import GateDecision, check_input
+from sidecar.core.knee import knee_cut
 from sidecar.core.trace import StepFailed, Trace
 from sidecar.core.types import TopicHit
 from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
@@ -185,7 +186,8 @@ class RetrievalPipeline:
         condensed = self._condense(turns, trace)
         query = self.res.search.check_query(condensed.query)
         wide = max(3 * limit, self.settings.rerank_candidates_min)
-        found = self.res.search.find_topics(query, wide, SearchOptions(), trace)
+        options = SearchOptions()
+        found = self.res.search.find_topics(query, wide, options, trace)
         candidates = load_candidates(self.res, found.topics)
 
         candidates, kind, rerank_error = self._rerank(query, candidates, limit, trace)
@@ -208,6 +210,15 @@ class RetrievalPipeline:
                           top_score=None if top is None else round(top, 6),
                           abstain_below=limits.abstain,
                           normal_from=limits.normal)
+
+        flags = self.res.search.chain_flags(options)
+        if flags.knee:  # with the knee off there is no knee step at all
+            with trace.step("knee") as detail:
+                cut = knee_cut([c.score for c in candidates], limit=limit,
+                               min_items=flags.knee_min_items,
+                               sensitivity=flags.knee_sensitivity)
+                kept = kept[:cut.kept]
+                detail.update(cut.as_dict())
 
         with trace.step("evidence") as detail:
             evidence = self._evidence(kept, query)

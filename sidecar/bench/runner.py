@@ -21,6 +21,7 @@ PARTS: dict[str, str] = {
     "vectors": "sidecar.bench.vectors_part",
     "backfill": "sidecar.bench.backfill_part",
     "e2e": "sidecar.bench.e2e_part",
+    "chain": "sidecar.bench.chain_part",
 }
 
 

@@ -26,29 +26,32 @@ def upsert_categories(
     """Insert or update categories; returns (inserted, updated)."""
     conn.execute(
         "CREATE TEMP TABLE stage_categories (id int, name text, slug text, description text,"
-        " parent_category_id int, read_restricted bool) ON COMMIT DROP"
+        " parent_category_id int, read_restricted bool, search_priority int) ON COMMIT DROP"
     )
     with conn.cursor().copy(
-        "COPY stage_categories (id, name, slug, description, parent_category_id, read_restricted)"
-        " FROM STDIN"
+        "COPY stage_categories (id, name, slug, description, parent_category_id, read_restricted,"
+        " search_priority) FROM STDIN"
     ) as copy:
         for c in cats:
             copy.write_row((c.id, c.name, c.slug, c.description, c.parent_category_id,
-                            c.read_restricted))
+                            c.read_restricted, c.search_priority))
     rows = conn.execute(
         """
         INSERT INTO categories AS c (id, name, name_lower, slug, description, parent_category_id,
-                                     read_restricted, created_at, updated_at)
+                                     read_restricted, search_priority, created_at, updated_at)
         SELECT id, name, lower(name), slug, description, parent_category_id, read_restricted,
-               now() AT TIME ZONE 'utc', now() AT TIME ZONE 'utc'
+               search_priority, now() AT TIME ZONE 'utc', now() AT TIME ZONE 'utc'
         FROM stage_categories
         ON CONFLICT (id) DO UPDATE SET
             name = EXCLUDED.name, name_lower = EXCLUDED.name_lower, slug = EXCLUDED.slug,
             description = EXCLUDED.description, parent_category_id = EXCLUDED.parent_category_id,
-            read_restricted = EXCLUDED.read_restricted, updated_at = EXCLUDED.updated_at
-        WHERE (c.name, c.slug, c.description, c.parent_category_id, c.read_restricted)
+            read_restricted = EXCLUDED.read_restricted,
+            search_priority = EXCLUDED.search_priority, updated_at = EXCLUDED.updated_at
+        WHERE (c.name, c.slug, c.description, c.parent_category_id, c.read_restricted,
+               c.search_priority)
               IS DISTINCT FROM (EXCLUDED.name, EXCLUDED.slug, EXCLUDED.description,
-                                EXCLUDED.parent_category_id, EXCLUDED.read_restricted)
+                                EXCLUDED.parent_category_id, EXCLUDED.read_restricted,
+                                EXCLUDED.search_priority)
         RETURNING (xmax = 0)
         """
     ).fetchall()
@@ -153,17 +156,17 @@ def upsert_posts(
         "CREATE TEMP TABLE stage_posts (id int, topic_id int, post_number int, user_id int,"
         " raw text, cooked text, created_at timestamp, updated_at timestamp,"
         " reply_to_post_number int, post_type int, hidden bool, deleted_at timestamp,"
-        " external_id text) ON COMMIT DROP"
+        " external_id text, like_count int) ON COMMIT DROP"
     )
     with conn.cursor().copy(
         "COPY stage_posts (id, topic_id, post_number, user_id, raw, cooked, created_at,"
-        " updated_at, reply_to_post_number, post_type, hidden, deleted_at, external_id)"
-        " FROM STDIN"
+        " updated_at, reply_to_post_number, post_type, hidden, deleted_at, external_id,"
+        " like_count) FROM STDIN"
     ) as copy:
         for p, html in zip(posts, cooked, strict=True):
             copy.write_row((p.id, p.topic_id, p.post_number, p.user_id, p.raw, html,
                             p.created_at, p.updated_at or p.created_at, p.reply_to_post_number,
-                            p.post_type, p.hidden, p.deleted_at, p.external_id))
+                            p.post_type, p.hidden, p.deleted_at, p.external_id, p.like_count))
     rows = conn.execute(
         """
         INSERT INTO posts AS p (id, topic_id, post_number, user_id, raw, cooked, created_at,
@@ -191,6 +194,14 @@ def upsert_posts(
         RETURNING (xmax = 0)
         """
     ).fetchall()
+    # Likes are counters, not edits: as in Discourse, a like does not move updated_at (which
+    # drift detection reads), so they are set apart from the content upsert.
+    conn.execute(
+        """
+        UPDATE posts p SET like_count = s.like_count FROM stage_posts s
+        WHERE p.id = s.id AND p.like_count IS DISTINCT FROM s.like_count
+        """
+    )
     return _inserted_updated(rows)
 
 
@@ -222,12 +233,14 @@ def refresh_topic_stats(conn: psycopg.Connection[Any], topic_ids: set[int]) -> N
     conn.execute(
         """
         UPDATE topics t SET highest_post_number = s.hi, bumped_at = s.last,
-               last_posted_at = s.last, reply_count = s.replies
+               last_posted_at = s.last, reply_count = s.replies, like_count = s.likes
         FROM (SELECT topic_id, max(post_number) AS hi, max(created_at) AS last,
-                     count(*) FILTER (WHERE post_number > 1 AND deleted_at IS NULL) AS replies
+                     count(*) FILTER (WHERE post_number > 1 AND deleted_at IS NULL) AS replies,
+                     coalesce(sum(like_count) FILTER (WHERE deleted_at IS NULL), 0) AS likes
               FROM posts WHERE topic_id = ANY(%s) GROUP BY topic_id) s
-        WHERE t.id = s.topic_id AND (t.highest_post_number, t.bumped_at, t.reply_count)
-              IS DISTINCT FROM (s.hi, s.last, s.replies)
+        WHERE t.id = s.topic_id
+              AND (t.highest_post_number, t.bumped_at, t.reply_count, t.like_count)
+              IS DISTINCT FROM (s.hi, s.last, s.replies, s.likes)
         """,
         (list(topic_ids),),
     )
@@ -241,6 +254,67 @@ def refresh_topic_stats(conn: psycopg.Connection[Any], topic_ids: set[int]) -> N
               IS DISTINCT FROM (s.topics, s.posts)
         """
     )
+
+
+# discourse-solved's table (plugin migration CreateDiscourseSolvedSolvedTopics), created on import
+# the way installing the plugin would; a real forum has it only when it runs the plugin.
+SOLVED_TABLE_DDL = """
+CREATE TABLE IF NOT EXISTS discourse_solved_solved_topics (
+  id               bigint       NOT NULL PRIMARY KEY GENERATED BY DEFAULT AS IDENTITY,
+  topic_id         integer      NOT NULL,
+  answer_post_id   integer      NOT NULL,
+  accepter_user_id integer      NOT NULL,
+  topic_timer_id   integer,
+  created_at       timestamp(6) NOT NULL,
+  updated_at       timestamp(6) NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS index_discourse_solved_solved_topics_on_topic_id
+  ON discourse_solved_solved_topics (topic_id);
+"""
+
+
+def replace_accepted_answers(
+    conn: psycopg.Connection[Any], topics: Sequence[tuple[int, TopicRow]]
+) -> list[tuple[int, str]]:
+    """Make each topic's accepted answer the dump's (none when the row names none).
+
+    Returns (line, error) for an answer that is not a post of its topic; that topic is left
+    without an accepted answer.
+    """
+    conn.execute(SOLVED_TABLE_DDL)
+    ids = [t.id for _, t in topics]
+    answers = [t.accepted_answer_post_id for _, t in topics]
+    bad = conn.execute(
+        """
+        SELECT x.topic_id, x.answer FROM unnest(%s::int[], %s::int[]) AS x(topic_id, answer)
+        WHERE x.answer IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM posts p WHERE p.id = x.answer AND p.topic_id = x.topic_id)
+        """,
+        (ids, answers),
+    ).fetchall()
+    rejected = {r[0] for r in bad}
+    conn.execute(
+        """
+        DELETE FROM discourse_solved_solved_topics s
+        USING unnest(%s::int[], %s::int[]) AS x(topic_id, answer)
+        WHERE s.topic_id = x.topic_id AND s.answer_post_id IS DISTINCT FROM x.answer
+        """,
+        (ids, answers),
+    )
+    conn.execute(
+        """
+        INSERT INTO discourse_solved_solved_topics
+               (topic_id, answer_post_id, accepter_user_id, created_at, updated_at)
+        SELECT x.topic_id, x.answer, -1, now() AT TIME ZONE 'utc', now() AT TIME ZONE 'utc'
+        FROM unnest(%s::int[], %s::int[]) AS x(topic_id, answer)
+        WHERE x.answer IS NOT NULL AND NOT (x.topic_id = ANY(%s::int[]))
+        ON CONFLICT (topic_id) DO NOTHING
+        """,
+        (ids, answers, list(rejected)),
+    )
+    line_of = {t.id: line for line, t in topics}
+    return [(line_of[r[0]], f"accepted_answer_post_id {r[1]} is not a post of this topic")
+            for r in bad]
 
 
 def replace_search_data(

@@ -1,9 +1,9 @@
 """The configuration matrix: each configuration changes one factor of another one.
 
 Every configuration maps onto the product's own knobs (``SearchOptions``: mode, topic score,
-strategy, RRF k; the ``index_kind`` setting) plus optional post-retrieval stages (the
-cross-encoder rerank). ``parent`` names the configuration it differs from by exactly one factor,
-``factor`` says which; all are also compared with the named baseline.
+strategy, RRF k, rerank chain flags; the ``index_kind`` setting) plus optional post-retrieval
+stages (the cross-encoder rerank). ``parent`` names the configuration it differs from by exactly
+one factor, ``factor`` says which; all are also compared with the named baseline.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from sidecar.core.chain import ChainFlags
 from sidecar.core.fusion import Fusion, FusionMethod
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
@@ -35,13 +36,16 @@ class EvalConfig:
     fusion: Fusion = field(default_factory=Fusion)
     index_kind: Literal["halfvec", "binary"] = "halfvec"
     stages: tuple[str, ...] = ()
+    chain: ChainFlags | None = None  # the rerank chain (None: every stage off)
     default: bool = True  # part of the matrix when no --config is given
     cost: str = ""  # a note when the configuration needs extra work (another embedding pass)
 
     def options(self) -> SearchOptions:
         """The product's search options for this configuration."""
+        # Explicit flags: a SIDECAR_CHAIN_* set in the environment must not change a config.
         return SearchOptions(mode=self.mode, strategy=self.strategy,
-                             topic_score=self.topic_score, fusion=self.fusion)
+                             topic_score=self.topic_score, fusion=self.fusion,
+                             chain=self.chain or ChainFlags())
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -50,6 +54,7 @@ class EvalConfig:
         data["topic_score"] = self.topic_score.value
         data["stages"] = list(self.stages)
         data["fusion"] = self.fusion.describe()
+        data["chain"] = (self.chain or ChainFlags()).as_dict()
         return data
 
 
@@ -84,6 +89,19 @@ CATALOGUE: tuple[EvalConfig, ...] = (
        "stage: cross-encoder rerank", "semantic-best", stages=("rerank",)),
     _c("hybrid-best-rerank", "hybrid RRF, then the cross-encoder reranks the top topics",
        "stage: cross-encoder rerank", "hybrid-best", mode=Mode.HYBRID, stages=("rerank",)),
+    # The deterministic rerank chain (sidecar/core/chain.py), one stage at a time.
+    _c("hybrid-best-mmr", "hybrid RRF, then MMR diversity over topics (lambda 0.7)",
+       "chain: MMR diversity (lambda 0.7)", "hybrid-best", mode=Mode.HYBRID,
+       chain=ChainFlags(mmr=True)),
+    _c("hybrid-best-boosts", "hybrid RRF, then bounded metadata boosts (accepted answer, likes, "
+       "category priority, closed; 1.5 ranks at most)", "chain: metadata boosts", "hybrid-best",
+       mode=Mode.HYBRID, chain=ChainFlags(boosts=True)),
+    _c("hybrid-best-knee", "hybrid RRF; the evidence of /v1/retrieve cut at the knee of the "
+       "bi-encoder cosines", "chain: knee cut-off of the evidence", "hybrid-best",
+       mode=Mode.HYBRID, chain=ChainFlags(knee=True)),
+    _c("hybrid-best-rerank-knee", "hybrid RRF, cross-encoder rerank; the evidence cut at the "
+       "knee of the cross-encoder scores", "chain: knee cut-off of the evidence",
+       "hybrid-best-rerank", mode=Mode.HYBRID, stages=("rerank",), chain=ChainFlags(knee=True)),
     # Not in the default matrix: they cost an extra embedding pass or explore a secondary knob.
     _c("semantic-s2", "bi-encoder on strategy 2 (title + OP/parent excerpts + post)",
        "embedded text: enriched (strategy 2)", "semantic-best", strategy=2, default=False,
@@ -91,6 +109,19 @@ CATALOGUE: tuple[EvalConfig, ...] = (
     _c("hybrid-k20", "hybrid RRF with k=20 (rank 1 weighs more)",
        "RRF k: 20 instead of 60", "hybrid-best", mode=Mode.HYBRID, fusion=Fusion(rrf_k=20),
        default=False),
+    _c("hybrid-best-mmr50", "hybrid RRF, then MMR with lambda 0.5 (more diversity)",
+       "MMR lambda: 0.5 instead of 0.7", "hybrid-best-mmr", mode=Mode.HYBRID,
+       chain=ChainFlags(mmr=True, mmr_lambda=0.5), default=False),
+    _c("hybrid-best-mmr85", "hybrid RRF, then MMR with lambda 0.85 (less diversity)",
+       "MMR lambda: 0.85 instead of 0.7", "hybrid-best-mmr", mode=Mode.HYBRID,
+       chain=ChainFlags(mmr=True, mmr_lambda=0.85), default=False),
+    _c("hybrid-best-mmr-residual", "hybrid RRF, then MMR whose redundancy ignores the query "
+       "direction", "MMR redundancy: after removing the query direction", "hybrid-best-mmr",
+       mode=Mode.HYBRID, chain=ChainFlags(mmr=True, mmr_query_residual=True), default=False),
+    _c("hybrid-best-recency", "hybrid RRF, then boosts with recency only (half-life 1 year)",
+       "chain: recency boost (half-life 365 days)", "hybrid-best", mode=Mode.HYBRID,
+       chain=ChainFlags(boosts=True, boost_accepted=0, boost_likes=0, boost_category=0,
+                        boost_closed=0, boost_recency=1.0), default=False),
 )
 
 BY_NAME: dict[str, EvalConfig] = {c.name: c for c in CATALOGUE}
@@ -106,7 +137,7 @@ def served(config: SearchConfig, source: str) -> EvalConfig:
     return EvalConfig(
         name=SERVED, description=f"what POST /v1/search serves ({source}): {described}",
         factor=f"served configuration ({source})", parent=None, mode=config.mode,
-        topic_score=config.topic_score, fusion=config.fusion)
+        topic_score=config.topic_score, fusion=config.fusion, chain=config.chain)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 Qrels = Mapping[int, int]
 
@@ -185,3 +186,14 @@ def compare(
     return PairedComparison(n=len(system), wins=wins, losses=losses, ties=ties, mean_diff=diff,
                             ci_low=low, ci_high=high, confidence=confidence,
                             resamples=resamples, seed=seed)
+
+
+def redundancy(vectors: Sequence[npt.ArrayLike]) -> float | None:
+    """Intra-list redundancy: the mean cosine over every pair of vectors (None under two)."""
+    if len(vectors) < 2:
+        return None
+    unit = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
+    unit /= np.where((n := np.linalg.norm(unit, axis=1, keepdims=True)) > 0, n, 1.0)
+    sims = unit @ unit.T
+    count = len(vectors)
+    return float((sims.sum() - np.trace(sims)) / (count * (count - 1)))

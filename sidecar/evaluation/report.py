@@ -34,6 +34,15 @@ PROTOCOLS: dict[str, str] = {
         "official scorer (relevant = grade >= 1), MAP over queries with at least one relevant "
         "topic."
     ),
+    "evidence": (
+        "evidence_items: how many of a configuration's first topics POST /v1/retrieve keeps as "
+        "evidence (SIDECAR_RETRIEVE_LIMIT, or fewer where the knee cut-off is on: the cut reads "
+        "the scores of the wide candidate list, cross-encoder scores after a rerank stage, "
+        "else the bi-encoder cosine of each topic's best post); evidence_hit: 1 when a "
+        "relevant topic is among the kept items. redundancy@5: mean pairwise cosine of the "
+        "stored vectors of the posts the first five topics link to (lower = more diverse). "
+        "Averaged over the scored queries."
+    ),
     "comparison": (
         "Per query, against the baseline (and against the parent configuration that differs "
         "by one factor): wins/losses/ties on reciprocal rank at 10; mean difference of each "
@@ -41,6 +50,8 @@ PROTOCOLS: dict[str, str] = {
         "fixed seed). 'significant' means the CI excludes 0."
     ),
 }
+
+CHAIN_METRICS = ("evidence_items", "evidence_hit", "redundancy@5")
 
 LABELS: dict[str, str] = {"hit@1": "Hit@1", "hit@5": "Hit@5", "mrr@10": "MRR@10",
                           "ndcg@10": "nDCG@10", "post_hit@5": "Post Hit@5", "map_b": "MAP (B)"}
@@ -129,6 +140,21 @@ def to_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| {c['reference']} | {_diff(c['metrics']['mrr@10'])} | "
                          f"{_diff(c['metrics']['hit@5'])} | {_diff(c['metrics']['ndcg@10'])} | "
                          f"{c['wins']}/{c['losses']}/{c['ties']} |")
+    chained = [c for c in doc["configs"]
+               if any((c.get("chain") or {}).get(k) for k in ("mmr", "boosts", "knee"))]
+    if chained:
+        lines += ["", "Rerank chain stages against their parents: evidence kept for "
+                  "`/v1/retrieve` and redundancy of the first five results (lower = more "
+                  "diverse):", "",
+                  "| Config | vs | Items kept | Relevant kept | Redundancy@5 | Parent items "
+                  "| Parent relevant kept | Parent redundancy@5 |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for c in chained:
+            own, parent = doc["metrics"][c["name"]], doc["metrics"].get(c["parent"] or "", {})
+            lines.append(
+                f"| {c['name']} | {c['parent']} | "
+                + " | ".join(_num(own.get(k)) for k in CHAIN_METRICS) + " | "
+                + " | ".join(_num(parent.get(k)) for k in CHAIN_METRICS) + " |")
     lines += ["", "`*`: the 95% CI excludes 0. W/L/T: queries where the configuration's "
               "reciprocal rank (at 10) is higher / lower / equal."]
     if doc["skipped"]:

@@ -21,7 +21,11 @@ import numpy as np
 from psycopg import sql
 from tqdm import tqdm
 
+from sidecar.core.chain import ChainFlags
+from sidecar.core.knee import knee_cut
 from sidecar.core.types import TopicHit
+from sidecar.db.chain_read import post_vectors
+from sidecar.db.evidence_read import post_similarities
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 from sidecar.evaluation import metrics as m
 from sidecar.evaluation.configs import SERVED, EvalConfig, Matrix
@@ -39,8 +43,12 @@ POST_K = 5  # post-level Hit@5: the posts linked by the top-5 topics
 # each leg for 5 posts per topic).
 DEEP_TOPICS_MAX = 2000
 
-# Per-query metrics averaged into a configuration's row, in report order.
-METRICS: tuple[str, ...] = ("hit@1", "hit@5", "mrr@10", "ndcg@10", "post_hit@5", "map_b")
+# Per-query metrics averaged into a configuration's row, in report order. evidence_items: the
+# evidence items /v1/retrieve keeps (its limit, or fewer after the knee cut-off); evidence_hit:
+# 1 when a relevant topic is among them; redundancy@5: mean pairwise cosine of the posts the
+# first five topics link to (lower = more diverse results).
+METRICS: tuple[str, ...] = ("hit@1", "hit@5", "mrr@10", "ndcg@10", "post_hit@5", "map_b",
+                            "evidence_items", "evidence_hit", "redundancy@5")
 
 
 @dataclass
@@ -113,12 +121,16 @@ class EvalRun:
 
 
 def score_query(
-    query: EvalQuery, open_topics: Sequence[TopicHit], b_ranking: list[int], has_posts: bool
+    query: EvalQuery, open_topics: Sequence[TopicHit], b_ranking: list[int], has_posts: bool,
+    evidence_items: int,
 ) -> dict[str, float | None]:
-    """The per-query metrics of one configuration's rankings."""
+    """The per-query metrics of one configuration's rankings (``evidence_items``: how many of
+    its first topics ``/v1/retrieve`` would keep as evidence)."""
     ranking = [t.topic_id for t in open_topics[:OPEN_DEPTH]]
     linked = [t.best.post_id for t in open_topics[:POST_K]]
     return {
+        "evidence_items": float(evidence_items),
+        "evidence_hit": m.hit_at(ranking, query.topics, evidence_items),
         "hit@1": m.hit_at(ranking, query.topics, 1),
         "hit@5": m.hit_at(ranking, query.topics, 5),
         "mrr@10": m.reciprocal_rank(ranking, query.topics, 10),
@@ -185,7 +197,11 @@ class Runner:
         options = config.options()
         stages = [self.stages[name] for name in config.stages]
         chain = [s for s in stages if s is not None]
-        depth = max([OPEN_DEPTH, *(s.candidates for s in chain)])
+        flags = options.chain or ChainFlags()
+        limit = self.res.settings.retrieve_limit
+        # The knee reads the scores of every candidate /v1/retrieve reranks, as it does there.
+        wide = max(3 * limit, self.res.settings.rerank_candidates_min)
+        depth = max([OPEN_DEPTH, *(s.candidates for s in chain), *([wide] if flags.knee else [])])
         out: list[QueryResult] = []
         for query in tqdm(self.queries, desc=config.name, unit="query",
                           disable=not self.progress):
@@ -200,7 +216,10 @@ class Runner:
             for stage in chain:
                 ranked = stage.apply(reread, ranked)
             b_ranking = [t.topic_id for t in ranked] + unranked
-            scores = score_query(query, topics, b_ranking, self.dataset.has_post_qrels)
+            kept = self.evidence_kept(text, topics, flags, config, reranked=bool(chain),
+                                      limit=limit, wide=wide)
+            scores = score_query(query, topics, b_ranking, self.dataset.has_post_qrels, kept)
+            scores["redundancy@5"] = self.redundancy(topics[:POST_K], config.strategy)
             out.append(QueryResult(
                 query_id=query.id, top=[t.topic_id for t in topics[:OPEN_DEPTH]],
                 linked_posts=[t.best.post_id for t in topics[:POST_K]],
@@ -210,6 +229,39 @@ class Runner:
         result = ConfigResult(config=config, queries=out)
         result.metrics = aggregate(out, self.dataset.has_post_qrels)
         return result
+
+    def evidence_kept(self, text: str, topics: Sequence[TopicHit], flags: ChainFlags,
+                      config: EvalConfig, *, reranked: bool, limit: int, wide: int) -> int:
+        """How many of the first ``limit`` topics ``/v1/retrieve`` keeps as evidence.
+
+        With the knee on, as the pipeline does: the cut reads the cross-encoder's scores after
+        a rerank stage (the topics' scores), else the bi-encoder cosine of each topic's best
+        post with the query.
+        """
+        if not flags.knee:
+            return min(limit, len(topics))
+        head = list(topics[:wide])
+        if reranked:
+            scores: list[float | None] = [t.score for t in head]
+        else:
+            vector = self.embedder.embed([text], kind="query")[0]
+            with self.res.db.connection() as conn:
+                sims = post_similarities(
+                    conn, model_id=self.res.model.id, strategy_id=config.strategy,
+                    dimensions=self.res.model.dimensions, vector=vector,
+                    post_ids=[t.best.post_id for t in head])
+            scores = [sims.get(t.best.post_id) for t in head]
+        return knee_cut(scores, limit=limit, min_items=flags.knee_min_items,
+                        sensitivity=flags.knee_sensitivity).kept
+
+    def redundancy(self, topics: Sequence[TopicHit], strategy: int) -> float | None:
+        """Mean pairwise cosine of the topics' linked posts (None with fewer than two)."""
+        with self.res.db.connection() as conn:
+            vectors = post_vectors(conn, model_id=self.res.model.id, strategy_id=strategy,
+                                   dimensions=self.res.model.dimensions,
+                                   post_ids=[t.best.post_id for t in topics])
+        return m.redundancy([vectors[t.best.post_id] for t in topics
+                             if t.best.post_id in vectors])
 
     def prime(self) -> None:
         """Embed every query once (one at a time, as a request would) before any timing."""

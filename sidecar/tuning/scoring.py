@@ -37,6 +37,7 @@ class LegCache:
     strategy: int
     rankings: dict[tuple[str, str | None, int], dict[str, list[PostHit]]] = field(
         default_factory=dict)
+    vectors: dict[tuple[str, str | None], Any] = field(default_factory=dict)
 
     def text(self, query: str) -> str:
         """The query as the search receives it (collapsed, cut to the length limit)."""
@@ -47,9 +48,10 @@ class LegCache:
         """Both legs' rankings for ``text`` (and its details) at ``post_k`` posts each."""
         key = (text, details, post_k)
         if key not in self.rankings:
-            details = self.service.check_details(details)
-            embedded = f"{text} {details}" if details else text
+            checked = self.service.check_details(details)
+            embedded = f"{text} {checked}" if checked else text
             vector = self.service.embedder.embed([embedded], kind="query")[0]
+            self.vectors[(text, details)] = vector
             self.rankings[key] = self.service.leg_rankings(
                 text, vector, (Leg.SEMANTIC, Leg.KEYWORD), post_k, self.strategy, Trace())
         return self.rankings[key]
@@ -64,8 +66,13 @@ class LegCache:
             rankings = {leg.value: both[leg.value] for leg in config.legs()}
             topics = rank_topics(rankings, config)
             if enough_topics(topics, rankings, n_topics, post_k):
-                return topics[:n_topics]
+                break
             post_k = min(post_k * 2, MAX_POST_CANDIDATES)
+        if config.chain.reorders:  # as find_topics: the rerank chain after aggregation
+            vector = self.vectors[(text, details)]
+            topics, _ = self.service.chain.run(topics, config.chain, vector, self.strategy,
+                                               needed=n_topics)
+        return topics[:n_topics]
 
 
 def query_scores(ranking: Sequence[int], judged: Judged) -> dict[str, float]:

@@ -1,14 +1,15 @@
 """The configurations `sidecar tune` chooses from, simplest first.
 
 Single legs come first so that, on a tie, the tuner prefers not fusing at all; then unweighted
-RRF (today's default), weighted RRF, and score fusion (z-score, min-max) with convex weights.
-Every fusion is tried with each topic score.
+RRF (today's default), weighted RRF, score fusion (z-score, min-max) with convex weights, each
+with each topic score; last, the default fusion with the rerank chain's stages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import Fusion, FusionMethod
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Leg, Mode, TopicScore
@@ -36,6 +37,15 @@ def single_legs(topic_score: TopicScore = TopicScore.BEST) -> list[Candidate]:
             Candidate(f"keyword{suffix}", SearchConfig(Mode.KEYWORD, topic_score=topic_score))]
 
 
+# The rerank chain's stages tried on top of the default fusion (one factor at a time, then
+# both): MMR with the lambda that cost least on the eval forum, and the metadata boosts.
+CHAIN_VARIANTS: tuple[tuple[str, ChainFlags], ...] = (
+    ("boosts", ChainFlags(boosts=True)),
+    ("mmr85", ChainFlags(mmr=True, mmr_lambda=0.85)),
+    ("boosts-mmr85", ChainFlags(boosts=True, mmr=True, mmr_lambda=0.85)),
+)
+
+
 def candidates(*, hybrid: bool = True) -> list[Candidate]:
     """The whole space (single legs only when ``hybrid`` is False, e.g. keyword-only forums)."""
     out: list[Candidate] = []
@@ -43,6 +53,7 @@ def candidates(*, hybrid: bool = True) -> list[Candidate]:
         out += single_legs(ts)
     if not hybrid:
         return out
+
     for ts in TopicScore:
         suffix = "" if ts is TopicScore.BEST else f"-{ts.value}"
         for k in RRF_KS:
@@ -60,4 +71,7 @@ def candidates(*, hybrid: bool = True) -> list[Candidate]:
                 fusion = Fusion(method).with_weights(_weights(w))
                 out.append(Candidate(f"{method.value}-s{w:g}{suffix}",
                                      SearchConfig(Mode.HYBRID, fusion, ts)))
+    default = SearchConfig()
+    out += [Candidate(f"rrf-k{default.fusion.rrf_k}+{name}", replace(default, chain=flags))
+            for name, flags in CHAIN_VARIANTS]
     return out

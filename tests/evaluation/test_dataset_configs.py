@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sidecar.core.chain import ChainFlags
 from sidecar.core.types import FusedPost, TopicHit
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.configs import BY_NAME, CATALOGUE, EvalConfig, select
@@ -66,7 +67,12 @@ def test_digests_separate_the_forum_from_the_judgements(eval_dump: Path) -> None
     assert forum_digest(eval_dump) != forum
 
 
-FACTORS = ("mode", "topic_score", "strategy", "fusion", "index_kind", "stages")
+FACTORS = ("mode", "topic_score", "strategy", "fusion", "index_kind", "stages", "chain")
+
+
+def _factor(config: EvalConfig, name: str) -> object:
+    value = getattr(config, name)
+    return (value or ChainFlags()) if name == "chain" else value  # None = every stage off
 
 
 def test_each_configuration_changes_exactly_one_factor_of_its_parent() -> None:
@@ -75,7 +81,7 @@ def test_each_configuration_changes_exactly_one_factor_of_its_parent() -> None:
         if config.parent is None:
             continue
         parent = BY_NAME[config.parent]
-        changed = [f for f in FACTORS if getattr(config, f) != getattr(parent, f)]
+        changed = [f for f in FACTORS if _factor(config, f) != _factor(parent, f)]
         assert len(changed) == 1, (config.name, changed)
         assert config.factor
 

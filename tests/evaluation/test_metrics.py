@@ -110,3 +110,9 @@ def test_compare_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         m.paired_bootstrap_ci([1.0], [1.0], resamples=0)
     assert m.paired_bootstrap_ci([], []) == (0.0, 0.0, 0.0)
+
+
+def test_redundancy_is_the_mean_pairwise_cosine() -> None:
+    assert m.redundancy([[1.0, 0.0]]) is None
+    assert m.redundancy([[1.0, 0.0], [2.0, 0.0]]) == pytest.approx(1.0)
+    assert m.redundancy([[1.0, 0.0], [0.0, 3.0], [-1.0, 0.0]]) == pytest.approx(-1 / 3)

@@ -43,7 +43,8 @@ def test_runs_the_default_matrix_and_skips_rerank_without_a_cross_encoder(
         "fusion": {"method": "rrf", "weights": {}, "rrf_k": 60}}}
     served_vs = {c["reference"] for c in doc["comparisons"] if c["config"] == "served"}
     assert served_vs == {"semantic-best", "keyword-best", "hybrid-best"}
-    assert set(doc["skipped"]) == {"semantic-best-rerank", "hybrid-best-rerank"}
+    assert set(doc["skipped"]) == {"semantic-best-rerank", "hybrid-best-rerank",
+                                   "hybrid-best-rerank-knee"}
     assert all("cross-encoder" in reason for reason in doc["skipped"].values())
     meta = doc["meta"]
     assert meta["queries_total"] == len(QUERIES)
@@ -73,6 +74,17 @@ def test_per_query_scores_follow_from_the_rankings(doc: dict[str, Any]) -> None:
             assert sorted(row["protocol_b_ranking"]) == sorted(q.topics)
             assert row["map_b"] == pytest.approx(
                 m.average_precision(row["protocol_b_ranking"], q.topics), abs=1e-6)
+            # The evidence /v1/retrieve keeps: its limit (6), fewer only with the knee on.
+            kept = int(row["evidence_items"])
+            assert row["evidence_hit"] == m.hit_at(top, q.topics, kept)
+            if name == "hybrid-best-knee":
+                assert 2 <= kept <= min(6, len(top))
+            else:
+                assert kept == min(6, len(top))
+            if len(top) >= 2:
+                assert -1.0 <= row["redundancy@5"] <= 1.0 + 1e-9
+            else:
+                assert row["redundancy@5"] is None
         means = doc["metrics"][name]
         assert means["mrr@10"] == pytest.approx(np.mean([r["mrr@10"] for r in rows]), abs=1e-6)
 
@@ -115,6 +127,8 @@ def test_outputs_json_markdown_png(doc: dict[str, Any], tmp_path: Path) -> None:
     for name in DEFAULT_NAMES:
         assert f"| {name} |" in table or f"| **{name}** |" in table
     assert "95% CI" in table
+    assert "| hybrid-best-knee | hybrid-best |" in table
+    assert "| hybrid-best-mmr | hybrid-best |" in table and "Redundancy@5" in table
     png = written["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
