@@ -6,7 +6,6 @@ must reorder, cut and say so in the trace.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -21,11 +20,11 @@ from sidecar.core.chain import ChainFlags, boost
 from sidecar.db.chain_read import post_vectors
 from sidecar.search import SearchOptions, SearchService
 from sidecar.settings import Settings
-from tests.answer.conftest import DATA
 from tests.conftest import API_KEY
+from tests.helpers import demo_queries
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
-QUERIES = [q["query"] for q in json.loads((DATA / "demo_queries.json").read_text())]
+QUERIES = [q["text"] for q in demo_queries()]
 ALL_ON = {"chain_mmr": True, "chain_boosts": True, "chain_knee": True,
           "chain_knee_sensitivity": 0.0}
 
@@ -68,7 +67,7 @@ def no_chain_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 def bypass(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pipeline as it was before the chain: no hook at all after aggregation or rerank."""
-    monkeypatch.setattr(SearchService, "_rerank_chain",
+    monkeypatch.setattr(SearchService, "rerank_chain",
                         lambda self, topics, *args, **kwargs: topics)
     monkeypatch.setattr(SearchService, "chain_flags", lambda self, options: ChainFlags())
 
