@@ -10,9 +10,11 @@ own idea of what is public.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -79,16 +81,38 @@ class StageRun:
         return float(p50), float(p95)
 
 
-def _timed(call: Callable[[int], Any], n: int, warm: int) -> tuple[list[float], list[Any]]:
+def _backend_ticks(pids: set[int]) -> dict[int, int]:
+    """CPU clock ticks (user + system) of each PostgreSQL backend, when it runs here."""
+    ticks: dict[int, int] = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks[pid] = int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return ticks
+
+
+def _timed(call: Callable[[int], Any], n: int, warm: int, pids: set[int]
+           ) -> tuple[list[float], list[Any], float | None]:
+    """Latencies and results of ``call`` over ``n`` queries after ``warm`` untimed ones, and
+    the mean CPU ms per query of this process and the backends it used (``pids``, filled by
+    ``call``): unlike wall time, what a query costs whatever else the machine runs."""
     for i in range(min(warm, n)):
         call(i)
+    before, cpu0 = _backend_ticks(pids), time.process_time()
     ms: list[float] = []
     out: list[Any] = []
     for i in range(n):
         started = time.perf_counter()
         out.append(call(i))
         ms.append((time.perf_counter() - started) * 1000)
-    return ms, out
+    cpu = time.process_time() - cpu0
+    after = _backend_ticks(pids)
+    if not after or not n:
+        return ms, out, None
+    backend = sum(t - before.get(pid, 0) for pid, t in after.items()) / os.sysconf("SC_CLK_TCK")
+    return ms, out, (cpu + backend) * 1000 / n
 
 
 def _leaks(found: Sequence[Sequence[int]], public: npt.NDArray[np.bool_]) -> int:
@@ -99,24 +123,30 @@ def run_keyword(db: Database, index: KeywordIndex, settings: Settings, texts: li
                 public: npt.NDArray[np.bool_], k: int, warm: int) -> tuple[StageRun,
                                                                            list[list[PostHit]]]:
     """The keyword leg for each query; also returns its hits (the hybrid reference uses them)."""
+    pids: set[int] = set()
+
     def call(i: int) -> list[PostHit]:
         with db.connection() as conn:
+            pids.add(conn.info.backend_pid)
             searcher = index.searcher()
             if searcher is None:
                 raise RuntimeError("the keyword index is missing")
             return keyword_leg(conn, searcher, ts_config=settings.ts_config, query=texts[i], k=k)
 
-    ms, hits = _timed(call, len(texts), warm)
+    ms, hits, cpu = _timed(call, len(texts), warm, pids)
     found = [[h.post_id for h in h_list] for h_list in hits]
-    return StageRun(ms, found, _leaks(found, public)), hits
+    return StageRun(ms, found, _leaks(found, public), extra={"cpu_ms": cpu}), hits
 
 
 def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
                  vectors: npt.NDArray[np.float32], public: npt.NDArray[np.bool_], k: int,
                  warm: int) -> StageRun:
     """The semantic leg for each query vector, as SearchService calls it."""
+    pids: set[int] = set()
+
     def call(i: int) -> list[PostHit]:
         with db.connection() as conn:
+            pids.add(conn.info.backend_pid)
             return semantic_leg(conn, model_id=model.id, strategy_id=1,
                                 dimensions=model.dimensions, vector=vectors[i], k=k,
                                 ef_search_min=variant.ef_search_min, iterative_scan=True,
@@ -125,10 +155,10 @@ def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
                                 scan_order=variant.scan_order,
                                 max_scan_tuples=variant.max_scan_tuples)
 
-    ms, hits = _timed(call, len(vectors), warm)
+    ms, hits, cpu = _timed(call, len(vectors), warm, pids)
     found = [[h.post_id for h in h_list] for h_list in hits]
     return StageRun(ms, found, _leaks(found, public),
-                    extra={"short": sum(1 for f in found if len(f) < k)})
+                    extra={"short": sum(1 for f in found if len(f) < k), "cpu_ms": cpu})
 
 
 class LookupEmbedder:
@@ -167,13 +197,19 @@ def run_hybrid(db: Database, model: RegisteredModel, settings: Settings, index: 
                             keyword=index)
     options = SearchOptions(mode=Mode.HYBRID)
 
+    pids: set[int] = set()
+    with db.connection() as conn:  # the pool's connections (min 1, max 2) serve the searches
+        pids.add(conn.info.backend_pid)
+        with db.connection() as other:
+            pids.add(other.info.backend_pid)
+
     def call(i: int) -> Any:
         return service.search(texts[i], K, options)[0]
 
-    ms, pages = _timed(call, len(texts), warm)
+    ms, pages, cpu = _timed(call, len(texts), warm, pids)
     posts = [[r.post.post_id for r in page] for page in pages]
     topics = [[r.topic.topic_id for r in page] for page in pages]
-    return StageRun(ms, topics, _leaks(posts, public))
+    return StageRun(ms, topics, _leaks(posts, public), extra={"cpu_ms": cpu})
 
 
 def hybrid_reference(settings: Settings, keyword_hits: list[list[PostHit]],

@@ -135,7 +135,8 @@ class ScaleRun:
         row = {"posts": n, "private_share": self.share, "stage": stage, "dims": None,
                "index": None, "p50_ms": p50, "p95_ms": p95, "recall_at_10": None,
                "build_s": None, "size_mb": None, "private_returned": run.private_returned,
-               "queries": len(run.ms), "default": True, **fields, **run.extra}
+               "queries": len(run.ms), "default": True, "load": os.getloadavg()[0],
+               **fields, **run.extra}
         self.report.add(row)
         log.info("scale %s", row)
 
@@ -207,8 +208,8 @@ class ScaleRun:
         meta[f"exact_{dims}_s"] = time.perf_counter() - t0
         mem = s.index_build_mem or f"{max(256, min(8192, 2 * data.nbytes // 2**20))}MB"
         del data
-        truth = [[int(i) for i, v in zip(ids[:legs.K], sims[:legs.K], strict=True)
-                  if np.isfinite(v)] for ids, sims in zip(exact_ids, exact_sims, strict=True)]
+        truth = [[int(i) for i, v in zip(ids, sims, strict=True) if np.isfinite(v)]
+                 for ids, sims in zip(exact_ids, exact_sims, strict=True)]
         texts = self.source.query_texts
         for (m, efc), kind in itertools.product(self.builds, ("halfvec", "binary")):
             build_s, size_mb = _build(url, model, kind, m, efc, mem)
@@ -220,7 +221,9 @@ class ScaleRun:
                                         warm=len(texts) if number == 0 else legs.WARMUP)
                 used = _index_scans(url, iname) - before
                 self._row(n, "semantic", sem, dims=dims, index=kind,
-                          recall_at_10=legs.recall(sem.found, truth), build_s=build_s,
+                          recall_at_10=legs.recall(sem.found, truth),
+                          recall_at_100=round(legs.recall(sem.found, truth, self.post_k), 4),
+                          build_s=build_s,
                           size_mb=size_mb, default=default and default_build,
                           config={"m": m, "ef_construction": efc, **variant.describe()},
                           index_used=used > 0)

@@ -16,7 +16,7 @@ from sidecar.bench.report import BenchTable
 log = logging.getLogger(__name__)
 
 COLUMNS = ["posts", "private", "stage", "dims", "index", "config", "p50 ms", "p95 ms",
-           "recall@10", "build s", "size MB"]
+           "CPU ms", "recall@10", "build s", "size MB"]
 
 
 def config_label(row: dict[str, Any]) -> str:
@@ -47,7 +47,7 @@ class ScaleReport:
 
     def add(self, row: dict[str, Any]) -> None:
         """Keep a row and rewrite every output."""
-        for key in ("p50_ms", "p95_ms", "build_s", "size_mb"):
+        for key in ("p50_ms", "p95_ms", "build_s", "size_mb", "cpu_ms", "load"):
             row[key] = _round(row.get(key), 2)
         row["recall_at_10"] = _round(row.get("recall_at_10"), 4)
         self.rows.append(row)
@@ -68,7 +68,7 @@ class ScaleReport:
     def table(self) -> BenchTable:
         """The rows as a Markdown table (``*``: the product's default settings)."""
         body = [[r["posts"], r["private_share"], r["stage"], r.get("dims"), r.get("index"),
-                 config_label(r), r["p50_ms"], r["p95_ms"], r.get("recall_at_10"),
+                 config_label(r), r["p50_ms"], r["p95_ms"], r.get("cpu_ms"), r.get("recall_at_10"),
                  r.get("build_s"), r.get("size_mb")] for r in self.rows]
         notes = [str(n) for n in self.meta.get("notes", [])]
         return BenchTable("scale", "Search at forum scale", COLUMNS, body, notes)

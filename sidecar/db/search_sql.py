@@ -17,9 +17,12 @@ from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 EF_SEARCH_MAX = 1000
 
 
-def _set_local(conn: DictConn, name: str, value: str) -> None:
+def _set_local(conn: DictConn, values: dict[str, str]) -> None:
     # set_config(..., true) is SET LOCAL: it ends with the transaction, never leaks to the pool.
-    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+    # One statement for all of them: each round trip costs a wake-up of both processes.
+    calls = sql.SQL(", ").join(sql.SQL("set_config({}, {}, true)").format(
+        sql.Literal(name), sql.Literal(value)) for name, value in values.items())
+    conn.execute(sql.SQL("SELECT ") + calls)
 
 
 def semantic_leg(
@@ -39,22 +42,27 @@ def semantic_leg(
 ) -> list[PostHit]:
     """Nearest public posts by cosine distance on the (model, strategy) partial HNSW index.
 
-    ``hnsw.ef_search`` is raised to at least the number of candidates asked, since it caps how
-    many rows one HNSW scan returns. With ``iterative_scan`` (pgvector >= 0.8) the scan keeps
-    going when the public filter discards candidates, so filtering never leaves the page short:
-    ``scan_order`` is pgvector's ``hnsw.iterative_scan`` (``strict_order``, ``relaxed_order``
-    or ``off``) and ``max_scan_tuples`` its bound on the tuples one scan visits. A relaxed scan
-    may return rows slightly out of order, so the rows are sorted again after the scan. With
-    ``binary`` the bit-quantized index finds ``k * binary_overfetch`` candidates that are then
-    re-ranked exactly on the halfvec (discourse-ai's scheme).
+    With ``iterative_scan`` (pgvector >= 0.8) and a ``scan_order`` (pgvector's
+    ``hnsw.iterative_scan``: ``strict_order`` or ``relaxed_order``) the HNSW scan keeps going
+    when the public filter discards candidates, or once its first ``hnsw.ef_search`` candidates
+    are used up, until the ``LIMIT`` is met or ``max_scan_tuples`` tuples were visited: filtering
+    never leaves the page short, and ``ef_search_min`` alone sets how good the first results
+    are (docs/performance.md, "Search at forum scale"). Without iterative scans
+    ``hnsw.ef_search`` caps how many rows one scan returns, so it is raised to the rows asked.
+    A relaxed scan may return rows slightly out of order: they are sorted again after the scan.
+    With ``binary`` the bit-quantized index finds ``k * binary_overfetch`` candidates that are
+    then re-ranked exactly on the halfvec (discourse-ai's scheme).
     """
     fetch = k * binary_overfetch if binary else k
+    iterative = iterative_scan and scan_order != "off"
     # pgvector refuses ef_search above 1000; beyond that the iterative scan supplies the rest.
-    _set_local(conn, "hnsw.ef_search", str(min(EF_SEARCH_MAX, max(ef_search_min, fetch))))
-    if iterative_scan and scan_order != "off":
-        _set_local(conn, "hnsw.iterative_scan", scan_order)
+    ef_search = ef_search_min if iterative else max(ef_search_min, fetch)
+    knobs = {"hnsw.ef_search": str(min(EF_SEARCH_MAX, ef_search))}
+    if iterative:
+        knobs["hnsw.iterative_scan"] = scan_order
         if max_scan_tuples is not None:
-            _set_local(conn, "hnsw.max_scan_tuples", str(max_scan_tuples))
+            knobs["hnsw.max_scan_tuples"] = str(max_scan_tuples)
+    _set_local(conn, knobs)
     # Model and strategy ids are inlined as literals so the planner can match the partial index.
     params = {
         "mid": sql.Literal(model_id),
