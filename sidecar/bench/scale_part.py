@@ -98,6 +98,9 @@ class ScaleRun:
                                                self.settings.hnsw_ef_construction)])
         self.sweep: dict[str, list[Any]] = dict(ex.get("sweep") or {})
         self.hybrid = bool(ex.get("hybrid", True))
+        # "all": a vector for every post, private ones too (the public filter's worst case);
+        # "public": only the public posts', as the sidecar's own backfill stores them.
+        self.vectors = str(ex.get("vectors") or "all")
         self.post_k = self.settings.post_candidates
         self.report = ScaleReport(ctx.out_dir.parent if ctx.out_dir.name == "scale"
                                   else ctx.out_dir, {"dump": str(self.dump), "notes": []})
@@ -112,13 +115,15 @@ class ScaleRun:
             "model": self.source.model, "source_posts": len(self.source.post_ids),
             "queries": len(self.source.query_ids), "nearest_cosine": round(nn, 4),
             "noise_sigma": round(self.sigma, 4), "embed_source_s": time.perf_counter() - t0,
-            "post_k": self.post_k, "sizes": {}})
+            "post_k": self.post_k, "vectors": self.vectors, "sizes": {}})
         self.report.meta["notes"] = [
             f"{self.dump.name}: {len(self.source.query_ids)} questions, k = {self.post_k} posts "
             "per leg; p50/p95 of the server-side time without the query embedding.",
             f"vectors: {self.source.model} vectors of the dump's {len(self.source.post_ids):,} "
             f"public posts plus noise (copy-to-source cosine {nn:.2f}, the dump's median "
-            "nearest-neighbour cosine); other sizes: a fixed orthonormal random projection.",
+            "nearest-neighbour cosine); other sizes: a fixed orthonormal random projection; "
+            + ("every post has a vector, private ones too (the public filter's worst case)."
+               if self.vectors == "all" else "public posts only, as the backfill stores them."),
             "recall@10: semantic against the exact top 10 of the public posts; hybrid: its "
             "first page against the same pipeline over that exact list. * = product default.",
         ]
@@ -199,7 +204,8 @@ class ScaleRun:
             model = register_model(conn, name=name, dimensions=dims, version=1)
         with psycopg.connect(url, autocommit=True) as conn:
             data = sv.load_vectors(conn, model, sv.post_vectors(
-                self.source.vectors, base_rows, dims, self.sigma, seed=n))
+                self.source.vectors, base_rows, dims, self.sigma, seed=n),
+                only=public if self.vectors == "public" else None)
             conn.execute("VACUUM ANALYZE ai_posts_embeddings")
         meta[f"vectors_{dims}_s"] = time.perf_counter() - t0
         queries = sv.to_dims(self.source.query_vectors, dims)

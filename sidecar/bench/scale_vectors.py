@@ -129,7 +129,8 @@ def post_vectors(base: F32, rows: npt.NDArray[np.int64], dims: int, sigma: float
         yield start + 1, _unit(block + noise).astype(np.float16)
 
 
-def embedding_rows(first_id: int, model: RegisteredModel, vectors: F16) -> bytes:
+def embedding_rows(post_ids: npt.NDArray[np.int64], model: RegisteredModel, vectors: F16
+                   ) -> bytes:
     """Rows of ai_posts_embeddings (strategy 1) in binary COPY format, as one record array."""
     n, dims = vectors.shape
     fields: list[tuple[str, Any, Any]] = [
@@ -146,7 +147,7 @@ def embedding_rows(first_id: int, model: RegisteredModel, vectors: F16) -> bytes
     rows["count"] = len(fields)
     for name, _, size in fields:
         rows[f"{name}_len"] = size
-    rows["post_id"] = np.arange(first_id, first_id + n)
+    rows["post_id"] = post_ids
     rows["model_id"] = model.id
     rows["model_version"] = model.version
     rows["strategy_id"] = rows["strategy_version"] = 1
@@ -157,8 +158,11 @@ def embedding_rows(first_id: int, model: RegisteredModel, vectors: F16) -> bytes
 
 
 def load_vectors(conn: psycopg.Connection[Any], model: RegisteredModel,
-                 blocks: Iterator[tuple[int, F16]]) -> F16:
-    """COPY every block into ai_posts_embeddings; returns all vectors (row = post id - 1)."""
+                 blocks: Iterator[tuple[int, F16]],
+                 only: npt.NDArray[np.bool_] | None = None) -> F16:
+    """COPY every block into ai_posts_embeddings (only the posts ``only`` marks, when given:
+    the sidecar's backfill stores public posts only); returns all the vectors generated
+    (row = post id - 1)."""
     kept: list[F16] = []
     columns = sql.SQL("post_id, model_id, model_version, strategy_id, strategy_version, digest,"
                       " embeddings, created_at, updated_at")
@@ -166,7 +170,9 @@ def load_vectors(conn: psycopg.Connection[Any], model: RegisteredModel,
                                     ).format(columns)) as copy:
         copy.write(COPY_HEADER)
         for first, block in blocks:
-            copy.write(embedding_rows(first, model, block))
+            ids = np.arange(first, first + len(block), dtype=np.int64)
+            keep = slice(None) if only is None else only[first - 1:first - 1 + len(block)]
+            copy.write(embedding_rows(ids[keep], model, block[keep]))
             kept.append(block)
         copy.write(COPY_TRAILER)
     return np.concatenate(kept)
