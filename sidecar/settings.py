@@ -97,11 +97,11 @@ class Settings(BaseSettings):
     post_candidates: int = 100  # per leg, before topic aggregation (grown on demand)
     # The semantic leg's HNSW search and build (docs/performance.md, "Search at forum scale":
     # chosen by `sidecar bench --part scale` for recall@10 >= 0.95 of the exact public top 10).
-    ef_search_min: int = Field(default=40, ge=1, le=1000)
+    ef_search_min: int = Field(default=400, ge=1, le=1000)
     index_kind: Literal["halfvec", "binary"] = "halfvec"
     binary_overfetch: int = Field(default=4, ge=1, le=40)
     # pgvector >= 0.8: keep scanning when the public filter discards candidates.
-    hnsw_iterative_scan: Literal["strict_order", "relaxed_order", "off"] = "strict_order"
+    hnsw_iterative_scan: Literal["strict_order", "relaxed_order", "off"] = "relaxed_order"
     hnsw_max_scan_tuples: int = Field(default=20_000, ge=1)  # pgvector's default
     hnsw_m: int = Field(default=16, ge=2, le=100)  # build parameters of a new index
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)

@@ -150,7 +150,7 @@ class ScaleRun:
         s = self.settings
         meta: dict[str, Any] = {"load_before": os.getloadavg()[0]}
         self.report.meta["sizes"][str(n)] = meta
-        t0 = time.perf_counter()
+        t0 = started = time.perf_counter()
         upgrade(url)
         with psycopg.connect(url) as conn:
             ids, topics = import_source(conn, self.dump, s.ts_config)
@@ -184,12 +184,16 @@ class ScaleRun:
                       size_mb=_dir_mb(kw_dir))
             base_rows = self.source.rows_of(source.post_ids[plan.post_src].tolist())
             for dims in self.dims:
+                t0 = time.perf_counter()
                 self.run_dims(url, db, index, n, dims, plan, base_rows)
+                meta[f"dims_{dims}_s"] = time.perf_counter() - t0
+                meta[f"done_{dims}_s"] = time.perf_counter() - started  # since the size began
             index.close()
         finally:
             db.close()
             shutil.rmtree(kw_dir, ignore_errors=True)
         meta["load_after"] = os.getloadavg()[0]
+        meta["size_s"] = time.perf_counter() - started
         self.report.write(chart=True)
 
     def run_dims(self, url: str, db: Database, index: KeywordIndex, n: int, dims: int,

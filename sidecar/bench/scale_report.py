@@ -103,3 +103,26 @@ def write_chart(rows: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def merge(paths: list[Path], out_dir: Path) -> ScaleReport:
+    """One report from the ``scale.json`` of several runs (e.g. the smaller sizes and the 1M
+    run, measured apart): rows in order, meta per run."""
+    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        rows += data["rows"]
+        runs.append(data["meta"])
+    notes = list(runs[0].get("notes", [])) if runs else []
+    report = ScaleReport(out_dir, {"runs": runs, "notes": notes})
+    report.rows = sorted(rows, key=lambda r: r["posts"])  # stable: each run's order kept
+    report.write(chart=True)
+    return report
+
+
+if __name__ == "__main__":  # python -m sidecar.bench.scale_report A/scale.json B/scale.json OUT
+    import sys
+
+    *inputs, target = sys.argv[1:]
+    print(merge([Path(p) for p in inputs], Path(target)).table().to_markdown())
