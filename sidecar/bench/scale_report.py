@@ -87,19 +87,22 @@ def write_chart(rows: list[dict[str, Any]], path: Path) -> None:
         label = r["stage"] if r["stage"] == "keyword" else f"{r['stage']} {r['dims']} {r['index']}"
         series.setdefault(label, []).append(r)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for label, points in sorted(series.items()):
+    colors = plt.get_cmap("tab10")
+    for number, (label, points) in enumerate(sorted(series.items())):
         points = sorted(points, key=lambda r: r["posts"])
         xs = [p["posts"] for p in points]
         style = "-" if label.startswith("hybrid") else "--" if label == "keyword" else ":"
-        ax1.plot(xs, [p["p95_ms"] for p in points], style, marker="o", label=label)
+        color = colors(number % 10)  # the same series has the same colour in both panels
+        ax1.plot(xs, [p["p95_ms"] for p in points], style, marker="o", label=label, color=color)
         if not label.startswith("hybrid") and all(p.get("build_s") for p in points):
-            ax2.plot(xs, [p["build_s"] for p in points], style, marker="o", label=label)
+            ax2.plot(xs, [p["build_s"] for p in points], style, marker="o", label=label,
+                     color=color)
     for ax, title in ((ax1, "p95 latency (ms, server side)"), (ax2, "index build (s)")):
         ax.set_xscale("log")
         ax.set_xlabel("posts in the forum")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-    ax1.legend(fontsize=7)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
