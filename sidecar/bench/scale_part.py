@@ -98,6 +98,7 @@ class ScaleRun:
                                                self.settings.hnsw_ef_construction)])
         self.sweep: dict[str, list[Any]] = dict(ex.get("sweep") or {})
         self.hybrid = bool(ex.get("hybrid", True))
+        self.kinds = list(ex.get("indexes") or ("halfvec", "binary"))
         # "all": a vector for every post, private ones too (the public filter's worst case);
         # "public": only the public posts', as the sidecar's own backfill stores them.
         self.vectors = str(ex.get("vectors") or "all")
@@ -221,7 +222,7 @@ class ScaleRun:
         truth = [[int(i) for i, v in zip(ids, sims, strict=True) if np.isfinite(v)]
                  for ids, sims in zip(exact_ids, exact_sims, strict=True)]
         texts = self.source.query_texts
-        for (m, efc), kind in itertools.product(self.builds, ("halfvec", "binary")):
+        for (m, efc), kind in itertools.product(self.builds, self.kinds):
             build_s, size_mb = _build(url, model, kind, m, efc, mem)
             default_build = (m, efc) == (s.hnsw_m, s.hnsw_ef_construction)
             iname = index_name(model.id, 1, kind)

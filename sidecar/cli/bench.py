@@ -36,7 +36,7 @@ def _builds(value: str | None) -> list[tuple[int, int]] | None:
 def scale_extras(dump: Path | None, posts: str | None, private_share: float, dims: str | None,
                  hnsw: str | None, ef_search: str | None, iterative_scan: str | None,
                  max_scan_tuples: str | None, overfetch: str | None, hybrid: bool,
-                 vectors: str = "all") -> dict[str, Any]:
+                 vectors: str = "all", indexes: tuple[str, ...] = ()) -> dict[str, Any]:
     """The scale part's options as ``BenchContext.extras``."""
     scans = _words(iterative_scan)
     for scan in scans or ():
@@ -47,7 +47,7 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
     return {"dump": dump, "posts": _ints(posts), "private_share": private_share,
             "dims": _ints(dims), "hnsw": _builds(hnsw),
             "sweep": {k: v for k, v in sweep.items() if v}, "hybrid": hybrid,
-            "vectors": vectors}
+            "vectors": vectors, "indexes": list(indexes)}
 
 
 @click.command()
@@ -70,6 +70,8 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
 @click.option("--overfetch", help="scale: also try these binary over-fetch factors.")
 @click.option("--no-hybrid", "hybrid", flag_value=False, default=True,
               help="scale: skip the hybrid pipeline.")
+@click.option("--index", "indexes", multiple=True, type=click.Choice(["halfvec", "binary"]),
+              help="scale: only these HNSW indexes (repeatable; default both).")
 @click.option("--vectors", type=click.Choice(["all", "public"]), default="all",
               show_default=True,
               help="scale: vectors of every post (private too: the filter's worst case) or of "
@@ -78,7 +80,7 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
 def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, dump: Path | None,
           posts: str | None, private_share: float, dims: str | None, hnsw: str | None,
           ef_search: str | None, iterative_scan: str | None, max_scan_tuples: str | None,
-          overfetch: str | None, hybrid: bool, vectors: str) -> None:
+          overfetch: str | None, hybrid: bool, indexes: tuple[str, ...], vectors: str) -> None:
     """Measure speed: models, vector search, backfill, end-to-end HTTP, rerank chain, and
     (``--part scale``) search on forums of up to a million posts."""
     from sidecar.bench.runner import DEFAULT_PARTS, run_bench
@@ -86,7 +88,7 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
     chosen = list(parts) or list(DEFAULT_PARTS)
     extras = {"scale": scale_extras(dump, posts, private_share, dims, hnsw, ef_search,
                                     iterative_scan, max_scan_tuples, overfetch, hybrid,
-                                    vectors)}
+                                    vectors, indexes)}
     tables, summary = run_bench(settings, out, chosen, quick=quick,
                                 command="sidecar bench " + " ".join(sys.argv[2:]),
                                 extras=extras)
