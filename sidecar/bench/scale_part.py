@@ -141,7 +141,8 @@ class ScaleRun:
         row = {"posts": n, "private_share": self.share, "stage": stage, "dims": None,
                "index": None, "p50_ms": p50, "p95_ms": p95, "recall_at_10": None,
                "build_s": None, "size_mb": None, "private_returned": run.private_returned,
-               "queries": len(run.ms), "default": True, "load": os.getloadavg()[0],
+               "queries": len(run.ms), "default": True, "vectors": self.vectors,
+               "load": os.getloadavg()[0],
                **fields, **run.extra}
         self.report.add(row)
         log.info("scale %s", row)

@@ -30,6 +30,8 @@ def config_label(row: dict[str, Any]) -> str:
         parts.append(f"max{c['max_scan_tuples']}")
     if "overfetch" in c:
         parts.append(f"x{c['overfetch']}")
+    if row.get("vectors") == "public":
+        parts.append("public vectors only")
     return " ".join(parts) + (" *" if row.get("default") else "")
 
 
@@ -81,11 +83,13 @@ def write_chart(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    default = [r for r in rows if r.get("default", True)]
+    # The settings' own rows, with a vector for every post (a --vectors public run is apart).
+    default = [r for r in rows if r.get("default", True) and r.get("vectors", "all") == "all"]
     series: dict[str, list[dict[str, Any]]] = {}
     for r in default:
         label = r["stage"] if r["stage"] == "keyword" else f"{r['stage']} {r['dims']} {r['index']}"
-        series.setdefault(label, []).append(r)
+        if all(p["posts"] != r["posts"] for p in series.get(label, [])):  # a size once: the first
+            series.setdefault(label, []).append(r)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = plt.get_cmap("tab10")
     for number, (label, points) in enumerate(sorted(series.items())):
@@ -115,6 +119,8 @@ def merge(paths: list[Path], out_dir: Path) -> ScaleReport:
     runs: list[dict[str, Any]] = []
     for path in paths:
         data = json.loads(path.read_text())
+        for row in data["rows"]:  # runs before rows said so
+            row.setdefault("vectors", data["meta"].get("vectors", "all"))
         rows += data["rows"]
         runs.append(data["meta"])
     notes = list(runs[0].get("notes", [])) if runs else []
