@@ -159,7 +159,7 @@ def start_resources(
     profile = load_served(settings, model.name)
     search = SearchService(db, embedder, model, settings,
                            iterative_scan=parse_version(pgvector) >= (0, 8, 0),
-                           served=profile.config)
+                           served=profile.config, served_details=profile.details_config)
     return Resources(settings=settings, urls=urls, db=db, redis=redis_client, embedder=embedder,
                      model=model, pgvector=pgvector, search=search, profile=profile,
                      reranker=reranker,

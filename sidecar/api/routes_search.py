@@ -26,7 +26,7 @@ def search() -> ResponseReturnValue:
     options = body.options()
     results, trace = res.search.search(body.query, body.limit, options, details=body.details)
     get_metrics().observe_trace(trace)
-    config = res.search.config(options)
+    config = res.search.config(options, details=res.search.check_details(body.details) is not None)
     return jsonify({
         "query": res.search.check_query(body.query),
         "mode": config.mode.value,

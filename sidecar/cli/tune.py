@@ -46,7 +46,7 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     """
     # Heavy (numpy, the models): loaded when the command runs, not when the CLI is imported.
     from sidecar.model_setup import ensure_model
-    from sidecar.profile import write_profile
+    from sidecar.profile import updated_profile, write_profile
     from sidecar.tuning.render import to_markdown
     from sidecar.tuning.session import run_tune
 
@@ -63,6 +63,10 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
         click.echo("dry run: no search profile written")
         return
     path = settings.profile_path()
-    digest = write_profile(path, profile)
-    click.echo(f"search profile written: {path} (sha256 {digest[:12]}); restart or reload the "
-               "API to serve it")
+    # Judged queries with details (`--query title+body`) tune the slot served to such queries.
+    details = dump is not None and "+" in query_fields
+    digest = write_profile(path, updated_profile(path, profile, details=details,
+                                                 settings=settings))
+    shape = "queries with details" if details else "queries"
+    click.echo(f"search profile written for {shape}: {path} (sha256 {digest[:12]}); restart "
+               "or reload the API to serve it")

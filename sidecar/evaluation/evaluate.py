@@ -60,7 +60,9 @@ def run_evaluation(
         available = [name for name, stage in stages.items() if stage is not None]
         matrix = cfg.select(config_names, baseline, available_stages=available)
         if not config_names or cfg.SERVED in config_names:
-            matrix.configs.append(cfg.served(res.profile.config, res.profile.source))
+            # Queries with details are served what the profile chose for that shape.
+            config = res.profile.config_for(details=dataset.has_details)
+            matrix.configs.append(cfg.served(config, res.profile.source))
         if res.reranker_error:
             for name in [c.name for c in wanted.configs if c.stages]:
                 matrix.skipped.setdefault(name, f"cross-encoder failed to load: "

@@ -65,10 +65,12 @@ def variant(base: Any, *, reranker: Reranker | None = None, reranker_error: str 
     settings = base.settings.model_copy(update=values)
     # As the resources do at start-up: the served configuration from these settings (and a
     # profile, if the state directory holds one).
+    served = load_served(settings, base.model.name)
     search = SearchService(base.db, base.embedder, base.model, settings,
-                           iterative_scan=base.search.iterative_scan,
-                           served=load_served(settings, base.model.name).config)
-    return dataclasses.replace(base, settings=settings, search=search, reranker=reranker,
+                           iterative_scan=base.search.iterative_scan, served=served.config,
+                           served_details=served.details_config)
+    return dataclasses.replace(base, settings=settings, search=search, profile=served,
+                               reranker=reranker,
                                reranker_error=reranker_error, extras={})
 
 
