@@ -5,48 +5,23 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import Any
 
 import click
 from flask import Flask
-from gunicorn.app.base import BaseApplication
 
+from sidecar.gunicorn_config import GunicornApp, api_options
 from sidecar.settings import Settings
 
 
-class _Gunicorn(BaseApplication):
-    """Gunicorn run from Python, so `sidecar run` keeps the embedded servers in its master."""
-
-    def __init__(self, settings: Settings, options: dict[str, Any]) -> None:
-        self.settings = settings
-        self.options = options
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-
-    def load(self) -> Flask:
-        # Runs in each worker after the fork: ONNX sessions and pools must not cross a fork.
+def _serve(settings: Settings, workers: int | None) -> None:
+    def load() -> Flask:
+        # Fork safety: runs in each worker after the fork (ONNX sessions and pools must not
+        # cross it), so the app is imported here, never in gunicorn's master.
         from sidecar.api import create_app
 
-        return create_app(self.settings)
+        return create_app(settings)
 
-
-def _serve(settings: Settings, workers: int | None) -> None:
-    from sidecar.gunicorn_hooks import on_starting, worker_exit
-
-    _Gunicorn(settings, {
-        "on_starting": on_starting,
-        "worker_exit": worker_exit,
-        "bind": f"{settings.host}:{settings.port}",
-        "workers": workers or settings.workers,
-        "threads": settings.threads,
-        "worker_class": "gthread",
-        "timeout": 120,
-        "accesslog": "-",
-        "loglevel": settings.log_level.lower(),
-    }).run()
+    GunicornApp(api_options(settings, workers), load).run()
 
 
 @click.command()
