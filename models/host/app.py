@@ -105,11 +105,7 @@ def create_host_app(
     register_error_handlers(app)
     app.before_request(lambda: _authenticate(config))
 
-    @app.after_request
-    def _count(response: Response) -> Response:
-        route = request.url_rule.rule if request.url_rule else "unmatched"
-        metrics.requests.labels(route, str(response.status_code)).inc()
-        return response
+    metrics.bind(app)
 
     @app.post("/embed")
     def embed() -> Response:
@@ -200,7 +196,7 @@ def create_host_app(
 
     @app.get("/metrics", endpoint="metrics")
     def metrics_route() -> Response:
-        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+        return metrics.response()
 
     return app
 

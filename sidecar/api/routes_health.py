@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, jsonify
 from flask.typing import ResponseReturnValue
 
 from models.runtime import runtime_report
@@ -85,4 +85,4 @@ def openapi() -> ResponseReturnValue:
             content_type="text/plain", summary="Prometheus metrics.")
 def metrics() -> ResponseReturnValue:
     """Prometheus exposition format."""
-    return Response(get_metrics().render(), mimetype="text/plain; version=0.0.4")
+    return get_metrics().response()
