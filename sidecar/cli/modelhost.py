@@ -11,9 +11,15 @@ from typing import Any
 import click
 from flask import Flask
 
+from sidecar.cli.output import echo_json
 from sidecar.errors import ConfigurationError
 from sidecar.gunicorn_config import GunicornApp, model_host_options
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +126,6 @@ def model_host(settings: Settings, task: Task, host: str | None, port: int | Non
     dirs = model_dirs(settings, task)
     if check:
         from models.host import close_host_app, create_host_app
-        from sidecar.cli.main import echo_json
 
         app = create_host_app(*load_models(settings, dirs), settings=settings)
         try:

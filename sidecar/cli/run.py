@@ -9,8 +9,14 @@ import time
 import click
 from flask import Flask
 
+from sidecar.cli.output import echo_json
 from sidecar.gunicorn_config import GunicornApp, api_options
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 
 def _serve(settings: Settings, workers: int | None) -> None:
@@ -132,7 +138,6 @@ def serve(settings: Settings, workers: int | None) -> None:
 def search_cmd(settings: Settings, query: str, limit: int, mode: str,
                strategy: int | None) -> None:
     """Search from the shell (same pipeline as POST /v1/search)."""
-    from sidecar.cli.main import echo_json
     from sidecar.core.types import Mode
     from sidecar.resources import start_resources
     from sidecar.search import SearchOptions
