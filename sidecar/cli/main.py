@@ -8,19 +8,17 @@ from typing import Any
 
 import click
 
-from sidecar.cli import (
-    backfill,
-    bench,
-    evaluate,
-    jobs,
-    keyword,
-    modelhost,
-    models,
-    retrievals,
-    run,
-    tune,
-)
+from sidecar.cli.backfill import backfill
+from sidecar.cli.bench import bench
+from sidecar.cli.evaluate import evaluate
+from sidecar.cli.jobs import queues_cmd, worker
+from sidecar.cli.keyword import keyword
+from sidecar.cli.modelhost import model_host
+from sidecar.cli.models import models
 from sidecar.cli.output import echo_json
+from sidecar.cli.retrievals import retrievals
+from sidecar.cli.run import prepare, run, search_cmd, serve
+from sidecar.cli.tune import tune_cmd
 from sidecar.errors import SidecarError
 from sidecar.logs import setup_logging
 from sidecar.settings import Settings, load_settings
@@ -95,9 +93,7 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 
 # Commands live in one module per concern, registered here.
 for _command in (
-    run.run, run.prepare, run.serve, run.search_cmd,
-    backfill.backfill, jobs.worker, jobs.queues_cmd,
-    models.models, modelhost.model_host,
-    retrievals.retrievals, evaluate.evaluate, tune.tune_cmd, bench.bench, keyword.keyword,
+    run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
+    retrievals, evaluate, tune_cmd, bench, keyword,
 ):
     main.add_command(_command)
