@@ -34,7 +34,7 @@ from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT: Literal[1] = 1
 
 
 class FusionModel(BaseModel):

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from models import OnnxCrossEncoder, OnnxEmbedder, prepare_model
-from models.export.native import build_random_encoder
+from models.export.random_weights import build_random_encoder
 from models.presets import minilm_dir
 from models.tokenization import TOKENIZER_FILE
 from sidecar.bench.models_compute import (

@@ -9,8 +9,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sidecar.bench.report import BenchContext, BenchTable, machine, write_report
+from sidecar.bench.report import BenchContext, BenchTable, write_report
 from sidecar.errors import InvalidInput
+from sidecar.machine import machine
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)

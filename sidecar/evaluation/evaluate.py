@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from models.protocols import Embedder, Reranker
-from sidecar.bench.report import machine
 from sidecar.db.forum_read import forum_counts
 from sidecar.evaluation import configs as cfg
 from sidecar.evaluation.dataset import judgements_digest, load_dataset
@@ -18,6 +17,7 @@ from sidecar.evaluation.report import to_json
 from sidecar.evaluation.runner import run_matrix
 from sidecar.evaluation.stages import STAGES, build_stages
 from sidecar.evaluation.state import EvalState, model_identity, prepare_state
+from sidecar.machine import machine
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -72,10 +72,10 @@ def test_the_importer_reports_posts_hidden_at_any_depth(forum: dict[str, Any]) -
 
 def test_every_reader_sees_only_the_posts_of_public_categories(forum: dict[str, Any],
                                                                tmp_path: Path) -> None:
-    from jobs.events import public_post_ids, public_posts_in_scope
     from sidecar.db import Database
     from sidecar.db.evidence_read import neighbour_posts
     from sidecar.db.forum_read import forum_counts, post_sources, public_posts
+    from sidecar.db.public import public_post_ids, public_posts_in_scope
     from sidecar.keyword import KeywordIndex, keyword_leg
 
     every = sorted(_expected(set(CATEGORIES)))
