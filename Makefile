@@ -6,13 +6,14 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 BASE   := $(VENV)/.installed-base
 DEV    := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench eval clean help
+.PHONY: run test lint bench bench-scale eval clean help
 
 help:
 	@echo "make run    - the sidecar on embedded defaults (PostgreSQL+pgvector, Redis, demo forum)"
 	@echo "make test   - the whole test suite"
 	@echo "make lint   - ruff, mypy, and the import rules (no circles, late imports say why)"
 	@echo "make bench  - speed benchmarks (results under bench-results/)"
+	@echo "make bench-scale - search on forums of 100k to 1M posts (about an hour)"
 	@echo "make eval   - retrieval evaluation on ../shared/eval/qatarliving"
 
 $(BIN)/python:
@@ -48,6 +49,10 @@ lint: $(DEV)
 
 bench: $(DEV)
 	$(BIN)/sidecar bench --out bench-results
+
+# Search at forum scale: 100k, 300k and 1M posts, half private (about an hour on 2 vCPUs).
+bench-scale: $(DEV)
+	$(BIN)/sidecar bench --part scale --out bench-results/scale
 
 # Three query sets: the eval forum's questions as one text and as a topic has them (title as the
 # query, body as its details), and the demo forum's own questions (keyword and paraphrase, FR/EN).

@@ -222,7 +222,8 @@ def build_index(res: Env, run_id: int) -> str:
     try:
         with res.db.connection() as conn:
             conn.execute("ANALYZE ai_posts_embeddings")
-        built = ensure_index(res.urls.database_url, model, run.strategy_id, kind)
+        built = ensure_index(res.urls.database_url, model, run.strategy_id, kind,
+                             **res.settings.hnsw_build())
     except Exception as exc:
         with res.db.connection() as conn:
             set_index_status(conn, run_id, f"error: {type(exc).__name__}: {exc}")

@@ -68,6 +68,7 @@ def backfill_sync(res: Resources, strategy: int, *, progress: bool = True) -> Ba
         if total.embedded:
             conn.execute("ANALYZE ai_posts_embeddings")
     if stored:
-        ensure_index(res.urls.database_url, res.model, strategy, res.settings.index_kind)
+        ensure_index(res.urls.database_url, res.model, strategy, res.settings.index_kind,
+                     **res.settings.hnsw_build())
     sync_keyword(res)
     return total

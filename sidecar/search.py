@@ -243,6 +243,8 @@ class SearchService:
                         iterative_scan=self.iterative_scan,
                         binary=self.settings.index_kind == "binary",
                         binary_overfetch=self.settings.binary_overfetch,
+                        scan_order=self.settings.hnsw_iterative_scan,
+                        max_scan_tuples=self.settings.hnsw_max_scan_tuples,
                     )
                     detail.update(posts=len(rankings[Leg.SEMANTIC]), k=post_k,
                                   strategy=strategy, index=self.settings.index_kind)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -95,9 +95,19 @@ class Settings(BaseSettings):
     topic_score: Literal["best", "mean2"] = "best"
     search_profile: Path | None = None  # default: <state_dir>/search-profile.json
     post_candidates: int = 100  # per leg, before topic aggregation (grown on demand)
-    ef_search_min: int = 40
+    # The semantic leg's HNSW search and build (docs/performance.md, "Search at forum scale":
+    # chosen by `sidecar bench --part scale` for recall@10 >= 0.95 of the exact public top 10).
+    ef_search_min: int = Field(default=400, ge=1, le=1000)
     index_kind: Literal["halfvec", "binary"] = "halfvec"
-    binary_overfetch: int = 4
+    binary_overfetch: int = Field(default=4, ge=1, le=40)
+    # pgvector >= 0.8: keep scanning when the public filter discards candidates.
+    hnsw_iterative_scan: Literal["strict_order", "relaxed_order", "off"] = "relaxed_order"
+    hnsw_max_scan_tuples: int = Field(default=20_000, ge=1)  # pgvector's default
+    hnsw_m: int = Field(default=16, ge=2, le=100)  # build parameters of a new index
+    hnsw_ef_construction: int = Field(default=64, ge=4, le=1000)
+    # maintenance_work_mem of an index build (e.g. "2GB"); empty: the server's. A graph that
+    # does not fit builds many times slower (pgvector says so in a NOTICE).
+    index_build_mem: str = ""
 
     # --- keyword index (Tantivy, one copy per node under state_dir/keyword) -----------------
     keyword_sync_s: float = 5.0  # how often an API process applies the change log (0: never)
@@ -198,6 +208,11 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    def hnsw_build(self) -> dict[str, Any]:
+        """Keyword arguments of ``ensure_index`` for a new HNSW index (m, ef_construction, mem)."""
+        return {"m": self.hnsw_m, "ef_construction": self.hnsw_ef_construction,
+                "build_mem": self.index_build_mem}
 
     @property
     def embedded_database(self) -> bool:

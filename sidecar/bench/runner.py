@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sidecar.bench.report import BenchContext, BenchTable, write_report
 from sidecar.errors import InvalidInput
@@ -23,7 +24,10 @@ PARTS: dict[str, str] = {
     "backfill": "sidecar.bench.backfill_part",
     "e2e": "sidecar.bench.e2e_part",
     "chain": "sidecar.bench.chain_part",
+    "scale": "sidecar.bench.scale_part",
 }
+# What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes.
+DEFAULT_PARTS: tuple[str, ...] = ("models", "vectors", "backfill", "e2e", "chain")
 
 
 def load_part(name: str) -> Callable[[BenchContext], list[BenchTable]]:
@@ -36,15 +40,20 @@ def load_part(name: str) -> Callable[[BenchContext], list[BenchTable]]:
 
 
 def run_bench(settings: Settings, out_dir: Path, parts: Sequence[str], *, quick: bool,
-              command: str) -> tuple[list[BenchTable], Path]:
-    """Run the parts in order; a part that fails is reported, the others still run."""
+              command: str, extras: Mapping[str, dict[str, Any]] | None = None,
+              ) -> tuple[list[BenchTable], Path]:
+    """Run the parts in order; a part that fails is reported, the others still run.
+
+    ``extras`` holds each part's own options (``BenchContext.extras``), by part name.
+    """
     tables: list[BenchTable] = []
     meta: dict[str, object] = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
                                "machine": machine(), "command": command, "quick": quick,
                                "parts": {}}
     for name in parts:
         started = time.perf_counter()
-        ctx = BenchContext(settings=settings, out_dir=out_dir / name, quick=quick)
+        ctx = BenchContext(settings=settings, out_dir=out_dir / name, quick=quick,
+                           extras=dict((extras or {}).get(name, {})))
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         try:
             part_tables = load_part(name)(ctx)

@@ -4,27 +4,94 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from sidecar.settings import Settings
 
 
+def _ints(value: str | None) -> list[int] | None:
+    if not value:
+        return None
+    try:
+        return [int(v.replace("_", "")) for v in value.split(",") if v.strip()]
+    except ValueError as exc:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from exc
+
+
+def _words(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _builds(value: str | None) -> list[tuple[int, int]] | None:
+    if not value:
+        return None
+    try:
+        return [(int(m), int(efc)) for m, efc in (v.split(":") for v in value.split(","))]
+    except ValueError as exc:
+        raise click.BadParameter(f"expected M:EF_CONSTRUCTION[,...], got {value!r}") from exc
+
+
+def scale_extras(dump: Path | None, posts: str | None, private_share: float, dims: str | None,
+                 hnsw: str | None, ef_search: str | None, iterative_scan: str | None,
+                 max_scan_tuples: str | None, overfetch: str | None, hybrid: bool,
+                 vectors: str = "all", indexes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The scale part's options as ``BenchContext.extras``."""
+    scans = _words(iterative_scan)
+    for scan in scans or ():
+        if scan not in ("strict_order", "relaxed_order", "off"):
+            raise click.BadParameter(f"unknown iterative scan {scan!r}")
+    sweep = {"ef_search_min": _ints(ef_search), "scan_order": scans,
+             "max_scan_tuples": _ints(max_scan_tuples), "overfetch": _ints(overfetch)}
+    return {"dump": dump, "posts": _ints(posts), "private_share": private_share,
+            "dims": _ints(dims), "hnsw": _builds(hnsw),
+            "sweep": {k: v for k, v in sweep.items() if v}, "hybrid": hybrid,
+            "vectors": vectors, "indexes": list(indexes)}
+
+
 @click.command()
 @click.option("--out", type=click.Path(path_type=Path), default=Path("bench-results"),
               show_default=True, help="Folder for results.json and summary.md.")
 @click.option("--part", "parts", multiple=True,
-              type=click.Choice(["models", "vectors", "backfill", "e2e", "chain"]),
-              help="Run only these parts (repeatable). Default: all.")
+              type=click.Choice(["models", "vectors", "backfill", "e2e", "chain", "scale"]),
+              help="Run only these parts (repeatable). Default: all but scale.")
 @click.option("--quick", is_flag=True, help="Small sizes: checks that every part runs.")
+@click.option("--dump", type=click.Path(path_type=Path, exists=True, file_okay=False),
+              help="scale: the dump resampled into forums (default ../shared/eval/qatarliving).")
+@click.option("--posts", help="scale: forum sizes, e.g. 100000,300000,1000000.")
+@click.option("--private-share", type=click.FloatRange(0.0, 0.95), default=0.5,
+              show_default=True, help="scale: share of the posts that are not public.")
+@click.option("--dims", help="scale: vector sizes (default 384,1024).")
+@click.option("--hnsw", help="scale: HNSW builds M:EF_CONSTRUCTION[,...] (default: settings).")
+@click.option("--ef-search", help="scale: also try these ef_search minimums.")
+@click.option("--iterative-scan", help="scale: also try strict_order,relaxed_order,off.")
+@click.option("--max-scan-tuples", help="scale: also try these hnsw.max_scan_tuples.")
+@click.option("--overfetch", help="scale: also try these binary over-fetch factors.")
+@click.option("--no-hybrid", "hybrid", flag_value=False, default=True,
+              help="scale: skip the hybrid pipeline.")
+@click.option("--index", "indexes", multiple=True, type=click.Choice(["halfvec", "binary"]),
+              help="scale: only these HNSW indexes (repeatable; default both).")
+@click.option("--vectors", type=click.Choice(["all", "public"]), default="all",
+              show_default=True,
+              help="scale: vectors of every post (private too: the filter's worst case) or of "
+                   "the public posts only (what the backfill stores).")
 @click.pass_obj
-def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool) -> None:
-    """Measure speed: models, vector search at scale, backfill, end-to-end HTTP, rerank chain."""
-    from sidecar.bench.runner import PARTS, run_bench
+def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, dump: Path | None,
+          posts: str | None, private_share: float, dims: str | None, hnsw: str | None,
+          ef_search: str | None, iterative_scan: str | None, max_scan_tuples: str | None,
+          overfetch: str | None, hybrid: bool, indexes: tuple[str, ...], vectors: str) -> None:
+    """Measure speed: models, vector search, backfill, end-to-end HTTP, rerank chain, and
+    (``--part scale``) search on forums of up to a million posts."""
+    from sidecar.bench.runner import DEFAULT_PARTS, run_bench
 
-    chosen = list(parts) or list(PARTS)
+    chosen = list(parts) or list(DEFAULT_PARTS)
+    extras = {"scale": scale_extras(dump, posts, private_share, dims, hnsw, ef_search,
+                                    iterative_scan, max_scan_tuples, overfetch, hybrid,
+                                    vectors, indexes)}
     tables, summary = run_bench(settings, out, chosen, quick=quick,
-                                command="sidecar bench " + " ".join(sys.argv[2:]))
+                                command="sidecar bench " + " ".join(sys.argv[2:]),
+                                extras=extras)
     for table in tables:
         click.echo(table.to_markdown())
     click.echo(f"written: {summary}")

@@ -17,9 +17,12 @@ from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 EF_SEARCH_MAX = 1000
 
 
-def _set_local(conn: DictConn, name: str, value: str) -> None:
+def _set_local(conn: DictConn, values: dict[str, str]) -> None:
     # set_config(..., true) is SET LOCAL: it ends with the transaction, never leaks to the pool.
-    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+    # One statement for all of them: each round trip costs a wake-up of both processes.
+    calls = sql.SQL(", ").join(sql.SQL("set_config({}, {}, true)").format(
+        sql.Literal(name), sql.Literal(value)) for name, value in values.items())
+    conn.execute(sql.SQL("SELECT ") + calls)
 
 
 def semantic_leg(
@@ -34,20 +37,32 @@ def semantic_leg(
     iterative_scan: bool = True,
     binary: bool = False,
     binary_overfetch: int = 4,
+    scan_order: str = "strict_order",
+    max_scan_tuples: int | None = None,
 ) -> list[PostHit]:
     """Nearest public posts by cosine distance on the (model, strategy) partial HNSW index.
 
-    ``hnsw.ef_search`` is raised to at least the number of candidates asked, since it caps how
-    many rows one HNSW scan returns; with pgvector >= 0.8 iterative scans keep going when the
-    public filter discards candidates, so filtering never leaves the page short. With ``binary``
-    the bit-quantized index finds ``k * binary_overfetch`` candidates that are then re-ranked
-    exactly on the halfvec (discourse-ai's scheme).
+    With ``iterative_scan`` (pgvector >= 0.8) and a ``scan_order`` (pgvector's
+    ``hnsw.iterative_scan``: ``strict_order`` or ``relaxed_order``) the HNSW scan keeps going
+    when the public filter discards candidates, or once its first ``hnsw.ef_search`` candidates
+    are used up, until the ``LIMIT`` is met or ``max_scan_tuples`` tuples were visited: filtering
+    never leaves the page short, and ``ef_search_min`` alone sets how good the first results
+    are (docs/performance.md, "Search at forum scale"). Without iterative scans
+    ``hnsw.ef_search`` caps how many rows one scan returns, so it is raised to the rows asked.
+    A relaxed scan may return rows slightly out of order: they are sorted again after the scan.
+    With ``binary`` the bit-quantized index finds ``k * binary_overfetch`` candidates that are
+    then re-ranked exactly on the halfvec (discourse-ai's scheme).
     """
     fetch = k * binary_overfetch if binary else k
+    iterative = iterative_scan and scan_order != "off"
     # pgvector refuses ef_search above 1000; beyond that the iterative scan supplies the rest.
-    _set_local(conn, "hnsw.ef_search", str(min(EF_SEARCH_MAX, max(ef_search_min, fetch))))
-    if iterative_scan:
-        _set_local(conn, "hnsw.iterative_scan", "strict_order")
+    ef_search = ef_search_min if iterative else max(ef_search_min, fetch)
+    knobs = {"hnsw.ef_search": str(min(EF_SEARCH_MAX, ef_search))}
+    if iterative:
+        knobs["hnsw.iterative_scan"] = scan_order
+        if max_scan_tuples is not None:
+            knobs["hnsw.max_scan_tuples"] = str(max_scan_tuples)
+    _set_local(conn, knobs)
     # Model and strategy ids are inlined as literals so the planner can match the partial index.
     params = {
         "mid": sql.Literal(model_id),
@@ -59,7 +74,7 @@ def semantic_leg(
     if binary:
         query = sql.SQL(
             """
-            WITH candidates AS (
+            WITH candidates AS MATERIALIZED (
                 SELECT e.post_id, p.topic_id, e.embeddings::halfvec({dims}) AS emb
                 FROM ai_posts_embeddings e
                 JOIN posts p ON p.id = e.post_id {joins}
@@ -73,15 +88,20 @@ def semantic_leg(
             """
         ).format(**params)
     else:
+        # MATERIALIZED: the scan runs as written (index order, LIMIT), then its rows are sorted.
         query = sql.SQL(
             """
-            SELECT e.post_id, p.topic_id,
-                   1 - (e.embeddings::halfvec({dims}) <=> %(q)s::halfvec({dims})) AS similarity
-            FROM ai_posts_embeddings e
-            JOIN posts p ON p.id = e.post_id {joins}
-            WHERE e.model_id = {mid} AND e.strategy_id = {sid} AND {public}
-            ORDER BY e.embeddings::halfvec({dims}) <=> %(q)s::halfvec({dims})
-            LIMIT %(k)s
+            WITH found AS MATERIALIZED (
+                SELECT e.post_id, p.topic_id,
+                       e.embeddings::halfvec({dims}) <=> %(q)s::halfvec({dims}) AS distance
+                FROM ai_posts_embeddings e
+                JOIN posts p ON p.id = e.post_id {joins}
+                WHERE e.model_id = {mid} AND e.strategy_id = {sid} AND {public}
+                ORDER BY e.embeddings::halfvec({dims}) <=> %(q)s::halfvec({dims})
+                LIMIT %(k)s
+            )
+            SELECT post_id, topic_id, 1 - distance AS similarity
+            FROM found ORDER BY distance, post_id
             """
         ).format(**params)
     rows = conn.execute(

@@ -35,15 +35,46 @@ def test_the_semantic_query_uses_the_partial_hnsw_index(demo_state: Any) -> None
     assert any(name in row["QUERY PLAN"] for row in plan), plan
 
 
-def test_ef_search_is_raised_to_the_candidates_asked(demo_state: Any) -> None:
+def _knobs(conn: Any) -> tuple[int, str, int]:
+    row = conn.execute("SELECT current_setting('hnsw.ef_search') AS ef,"
+                       " current_setting('hnsw.iterative_scan') AS scan,"
+                       " current_setting('hnsw.max_scan_tuples') AS tuples").fetchone()
+    return int(row["ef"]), row["scan"], int(row["tuples"])
+
+
+def test_iterative_scans_fill_the_page_beyond_ef_search(demo_state: Any) -> None:
+    model = demo_state.model
     vector = demo_state.embedder.embed(["zfs pool"], kind="query")[0]
     with demo_state.db.connection() as conn:
-        semantic_leg(conn, model_id=demo_state.model.id, strategy_id=1,
-                     dimensions=demo_state.model.dimensions, vector=vector, k=150)
-        ef = conn.execute("SHOW hnsw.ef_search").fetchone()
-        scan = conn.execute("SHOW hnsw.iterative_scan").fetchone()
-    assert ef is not None and int(ef["hnsw.ef_search"]) >= 150
-    assert scan is not None and scan["hnsw.iterative_scan"] == "strict_order"
+        stored = conn.execute(
+            "SELECT count(*) AS n FROM ai_posts_embeddings WHERE model_id = %s"
+            " AND strategy_id = 1", (model.id,)).fetchone()["n"]
+        conn.execute("SET LOCAL enable_seqscan = off")  # the HNSW scan, even on a tiny forum
+        hits = semantic_leg(conn, model_id=model.id, strategy_id=1,
+                            dimensions=model.dimensions, vector=vector, k=150,
+                            ef_search_min=20, scan_order="relaxed_order", max_scan_tuples=5000)
+        assert _knobs(conn) == (20, "relaxed_order", 5000)
+    # ef_search stays at its minimum: the iterative scan supplies the rest of the page, and
+    # the relaxed order is sorted again.
+    assert len(hits) == min(150, stored) > 20
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_without_iterative_scans_ef_search_is_raised_to_the_candidates_asked(
+        demo_state: Any) -> None:
+    vector = demo_state.embedder.embed(["zfs pool"], kind="query")[0]
+    for order in ("off", "strict_order"):
+        with demo_state.db.connection() as conn:
+            semantic_leg(conn, model_id=demo_state.model.id, strategy_id=1,
+                         dimensions=demo_state.model.dimensions, vector=vector, k=150,
+                         iterative_scan=order != "off", scan_order=order, binary=True,
+                         binary_overfetch=2)
+            ef, scan, _ = _knobs(conn)
+        if order == "off":
+            assert (ef, scan) == (300, "off")
+        else:
+            assert (ef, scan) == (40, "strict_order")
 
 
 def test_a_real_redis_url_replaces_the_embedded_one(tmp_path: Any, db_url: str,

@@ -1,0 +1,88 @@
+"""The scale benchmark part at a tiny size, against the real embedded PostgreSQL and model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from sidecar.bench import scale_part
+from sidecar.bench import scale_plan as sp
+from sidecar.bench.report import BenchContext
+from sidecar.bench.scale_forum import count_public, import_source, write_forum
+from sidecar.db.migrate import upgrade
+
+DEMO = Path(__file__).resolve().parents[2] / "sidecar" / "demo"
+STAGES = {"keyword", "semantic", "hybrid"}
+
+
+def test_scale_part_tiny_forum(tmp_path: Path, eval_settings: Any) -> None:
+    ctx = BenchContext(eval_settings, tmp_path / "out" / "scale", extras={
+        "dump": DEMO, "posts": [2000], "private_share": 0.5, "dims": [384, 1024],
+        "sweep": {"ef_search_min": [100]}})
+    ctx.out_dir.mkdir(parents=True)
+    [table] = scale_part.run(ctx)
+    data = json.loads((tmp_path / "out" / "scale.json").read_text())
+    rows = data["rows"]
+    assert (tmp_path / "out" / "scale.md").read_text().count("\n| 2000 |") == len(rows)
+    assert len(table.rows) == len(rows)
+    # One keyword row; per vector size and index kind: the default, the sweep, the hybrid.
+    assert [r["stage"] for r in rows].count("keyword") == 1
+    for dims in (384, 1024):
+        for index in ("halfvec", "binary"):
+            mine = [r for r in rows if (r["dims"], r["index"]) == (dims, index)]
+            assert [r["stage"] for r in mine] == ["semantic", "semantic", "hybrid"]
+            assert [r["default"] for r in mine] == [True, False, True]
+            assert mine[1]["config"]["ef_search_min"] == 100
+            assert ("overfetch" in mine[0]["config"]) == (index == "binary")
+    for row in rows:
+        assert row["stage"] in STAGES
+        assert row["posts"] == 2000 and row["private_share"] == 0.5
+        assert row["queries"] == 36  # the demo dump's questions
+        assert row["private_returned"] == 0, row
+        assert 0 < row["p50_ms"] <= row["p95_ms"]
+        if row["stage"] == "keyword":
+            assert row["recall_at_10"] is None and row["index"] == "tantivy"
+        else:
+            # An HNSW search over 2,000 vectors, or a sequential scan, finds nearly all of them.
+            assert 0.8 <= row["recall_at_10"] <= 1.0, row
+        if row["stage"] != "hybrid":
+            assert row["build_s"] > 0 and row["size_mb"] > 0
+    size = data["meta"]["sizes"]["2000"]
+    # The share is counted on the posts the sidecar itself finds public.
+    assert abs(size["private_share"] - 0.5) < 0.05
+    assert size["public_posts"] == round(2000 * (1 - size["private_share"]))
+    assert (tmp_path / "out" / "scale.png").stat().st_size > 1000
+
+
+def test_generated_forum_hides_what_the_plan_hides(db_url: str) -> None:
+    """Every kind of private post the plan makes is private to the sidecar's own rule."""
+    upgrade(db_url)  # the sidecar's own forum tables, as the part's scratch database has them
+    with psycopg.connect(db_url) as conn:
+        ids, topics = import_source(conn, DEMO, "english")
+        source = sp.Source(np.asarray(ids), np.asarray(topics))
+        plan = sp.plan_forum(source, 3000, 0.5, seed=3)
+        conn.commit()
+    assert set(plan.topic_kind.tolist()) == {sp.PUBLIC, *sp.PRIVATE_KINDS}
+    assert set(plan.post_flag.tolist()) == {sp.OK, *sp.FLAGS}
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        built = write_forum(conn, plan, source, "english")
+        assert count_public(conn) == built.public_posts == int(plan.public.sum())
+        rows = conn.execute(
+            "SELECT p.id FROM posts p JOIN topics t ON t.id = p.topic_id"
+            " WHERE t.archetype = 'private_message' OR p.post_type <> 1 OR p.hidden"
+            " OR p.deleted_at IS NOT NULL OR p.user_deleted OR t.deleted_at IS NOT NULL"
+            " OR NOT t.visible").fetchall()
+        assert not plan.public[np.array([r[0] for r in rows]) - 1].any()
+        # Restricted by inheritance: topics in a subcategory of a restricted category.
+        inherited = conn.execute(
+            "SELECT count(*) FROM topics t JOIN categories c ON c.id = t.category_id"
+            " JOIN categories parent ON parent.id = c.parent_category_id"
+            " WHERE NOT c.read_restricted AND parent.read_restricted").fetchone()
+        assert inherited is not None and inherited[0] == int((plan.topic_kind == sp.GROUP).sum())
+        hidden_at = conn.execute("SELECT count(*) FROM posts WHERE hidden AND hidden_at IS NULL"
+                                 ).fetchone()
+        assert hidden_at == (0,)
