@@ -42,6 +42,9 @@ from sidecar.bench.models_compute import (
 from sidecar.bench.models_load import host_counters, model_host_process, run_load
 from sidecar.bench.report import BenchContext, BenchTable
 
+# Deferred imports (heavy dependency): torch, sentence-transformers and transformers (the export
+# extra) and the model host load only when this part runs.
+
 log = logging.getLogger(__name__)
 
 BATCH = 32

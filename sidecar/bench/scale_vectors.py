@@ -26,6 +26,9 @@ from sidecar.bench.scale_forum import COPY_HEADER, COPY_TRAILER
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.settings import Settings
 
+# Deferred imports (heavy dependency): the evaluation state (embedded servers, the model) loads
+# only when the dump's vectors are not cached yet.
+
 F32 = npt.NDArray[np.float32]
 F16 = npt.NDArray[np.float16]
 NN_SAMPLE = 2000  # posts whose nearest neighbour sets the noise
