@@ -11,7 +11,7 @@ DEV    := $(VENV)/.installed-dev
 help:
 	@echo "make run    - the sidecar on embedded defaults (PostgreSQL+pgvector, Redis, demo forum)"
 	@echo "make test   - the whole test suite"
-	@echo "make lint   - ruff and mypy"
+	@echo "make lint   - ruff, mypy, and the import rules (no circles, late imports say why)"
 	@echo "make bench  - speed benchmarks (results under bench-results/)"
 	@echo "make bench-scale - search on forums of 100k to 1M posts (about an hour)"
 	@echo "make eval   - retrieval evaluation on ../shared/eval/qatarliving"
@@ -42,8 +42,10 @@ test: $(DEV)
 	$(BIN)/python -m pytest -q
 
 lint: $(DEV)
-	$(BIN)/ruff check sidecar models jobs tests
+	$(BIN)/ruff check sidecar models jobs tests scripts deploy
 	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_imports.py
 
 bench: $(DEV)
 	$(BIN)/sidecar bench --out bench-results
@@ -60,4 +62,4 @@ eval: $(DEV)
 	$(BIN)/sidecar eval --dump sidecar/demo --out eval-results/eval-demo.json
 
 clean:
-	rm -rf $(VENV) .sidecar .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .sidecar .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .grimp_cache

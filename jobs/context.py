@@ -12,12 +12,15 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jobs.env import open_env
+from jobs.runs import registered_model
+from models import load_embedder
 from models.protocols import Embedder
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.errors import ConfigurationError
 from sidecar.indexing import Indexer
-from sidecar.resources import Resources
-from sidecar.settings import Settings
+from sidecar.resources import Resources, start_resources
+from sidecar.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from jobs.env import Env
@@ -42,8 +45,6 @@ class JobContext:
         """A registered model by id (the serving model without a query)."""
         if model_id == self.resources.model.id:
             return self.resources.model
-        from jobs.runs import registered_model
-
         with self.resources.db.connection() as conn:
             return registered_model(conn, model_id)
 
@@ -63,8 +64,6 @@ class JobContext:
                         f"model {model.name!r} is registered but not prepared in {path}: run "
                         f"`sidecar models prepare ... --out {path}` on the worker's machine"
                     )
-                from models import load_embedder
-
                 embedder = load_embedder(path, provider=self.settings.onnx_provider,
                                          threads=self.settings.onnx_threads)
                 if embedder.dimensions != model.dimensions:
@@ -104,9 +103,6 @@ def current() -> JobContext:
     global _CONTEXT
     with _INSTALL_LOCK:
         if _CONTEXT is None:
-            from sidecar.resources import start_resources
-            from sidecar.settings import load_settings
-
             log.info("no job context installed: starting resources from the environment")
             _CONTEXT = JobContext(start_resources(load_settings()))
         return _CONTEXT
@@ -126,9 +122,6 @@ def current_env() -> Env:
         if _CONTEXT is not None:
             return _CONTEXT.resources
         if _ENV is None:
-            from jobs.env import open_env
-            from sidecar.settings import load_settings
-
             _ENV = open_env(load_settings(), migrate=False)
         env: Env = _ENV
         return env

@@ -14,10 +14,12 @@ from typing import Protocol
 
 import redis
 
+from models.manifest import read_manifest
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, find_model, register_model
 from sidecar.db.migrate import upgrade
 from sidecar.errors import ConfigurationError
+from sidecar.model_setup import ensure_model
 from sidecar.services import ServiceUrls, resolve_services
 from sidecar.settings import Settings
 
@@ -70,6 +72,8 @@ def resolve_model(db: Database, settings: Settings, name: str | None = None) -> 
                 f"(`sidecar models prepare ... --out {path}`) or start the worker once"
             )
         if settings.embed_url:
+            # Heavy dependency: sidecar.resources brings the search stack (numpy, Tantivy),
+            # which a LightEnv never needs otherwise.
             from sidecar.resources import load_embedder, register_embedder
 
             remote = load_embedder(settings)  # one call to the host: its vectors' size
@@ -78,11 +82,7 @@ def resolve_model(db: Database, settings: Settings, name: str | None = None) -> 
                     return register_embedder(conn, remote)
             finally:
                 remote.close()  # type: ignore[attr-defined]  # a RemoteEmbedder
-        from sidecar.model_setup import ensure_model
-
         ensure_model(settings)  # prepared on first need, as the worker does
-    from models.manifest import read_manifest
-
     manifest = read_manifest(path)
     with db.connection() as conn:
         return register_model(conn, name=manifest.name, dimensions=manifest.dimensions,

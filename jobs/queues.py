@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from rq import Callback, Queue, Retry
+from rq import Callback, Queue, Retry, Worker
 from rq.job import Job
 
 from sidecar.errors import ConfigurationError, ServiceUnavailable
@@ -96,8 +96,6 @@ def enqueue(
 
 def report(conn: redis.Redis, settings: Settings, *, failed: int = 0) -> dict[str, Any]:
     """Counts per queue and registry, the workers, and the last failures with their reason."""
-    from rq import Worker
-
     out: dict[str, Any] = {"queues": {}, "workers": []}
     for q in all_queues(conn, settings):
         entry: dict[str, Any] = {

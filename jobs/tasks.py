@@ -16,11 +16,12 @@ from rq.job import Job
 
 from jobs import driver, planner, queues
 from jobs.batch import execute_batch, give_up_batch
-from jobs.context import current, current_env
+from jobs.context import JobContext, current, current_env
 from jobs.errors import describe
-from jobs.events import index_targets, public_posts_in_scope
-from sidecar.db.embeddings import delete_embeddings, delete_not_public
+from sidecar.core.strategy import STRATEGY_VERSIONS
+from sidecar.db.embeddings import RegisteredModel, delete_embeddings, delete_not_public
 from sidecar.db.pool import DictConn
+from sidecar.db.public import public_posts_in_scope
 from sidecar.errors import ConfigurationError
 from sidecar.indexing import BatchResult
 
@@ -89,6 +90,27 @@ def _drop_gone(conn: DictConn, result: BatchResult) -> None:
     # A post that stopped being public between the event and now loses its vectors here too.
     if result.gone_ids:
         delete_embeddings(conn, result.gone_ids)
+
+
+def index_targets(ctx: JobContext) -> list[tuple[RegisteredModel, int]]:
+    """(model, strategy) pairs kept fresh: the serving pair, and every pair that has vectors."""
+    res = ctx.resources
+    targets = [(res.model, res.settings.strategy)]
+    with res.db.connection() as conn:
+        rows = conn.execute(
+            """
+            SELECT m.id, s.strategy FROM sidecar_embedding_models m
+            CROSS JOIN unnest(%s::int[]) AS s(strategy)
+            WHERE EXISTS (SELECT 1 FROM ai_posts_embeddings e
+                          WHERE e.model_id = m.id AND e.strategy_id = s.strategy)
+            ORDER BY m.id, s.strategy
+            """,
+            (sorted(STRATEGY_VERSIONS),),
+        ).fetchall()
+    for row in rows:
+        if (row["id"], row["strategy"]) != (res.model.id, res.settings.strategy):
+            targets.append((ctx.model(row["id"]), row["strategy"]))
+    return targets
 
 
 def embed_posts(post_ids: list[int]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from models.crossencoder import OnnxCrossEncoder
+    from models.crossencoder import OnnxCrossEncoder  # heavy dependency: as load_embedder
     from models.embedder import DummyEmbedder, OnnxEmbedder
     from models.errors import ModelError, ModelInputError, ModelLoadError
     from models.manifest import ModelManifest, read_manifest, verify_checksum, write_manifest
@@ -87,7 +87,7 @@ def load_embedder(
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
 ) -> OnnxEmbedder:
     """Open a prepared embedding model directory (raises :class:`ModelLoadError` on failure)."""
-    from models.embedder import OnnxEmbedder
+    from models.embedder import OnnxEmbedder  # heavy dependency (numpy, ONNX Runtime): fork safety
 
     return OnnxEmbedder(
         path,
@@ -106,7 +106,7 @@ def load_reranker(
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
 ) -> OnnxCrossEncoder:
     """Open a prepared cross-encoder directory (raises :class:`ModelLoadError` on failure)."""
-    from models.crossencoder import OnnxCrossEncoder
+    from models.crossencoder import OnnxCrossEncoder  # heavy dependency: as load_embedder
 
     return OnnxCrossEncoder(
         path,

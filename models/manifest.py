@@ -121,7 +121,9 @@ def write_manifest(model_dir: str | Path, manifest: ModelManifest) -> Path:
 
 def external_data_files(onnx_path: Path) -> list[Path]:
     """Return the external-data files an ONNX model references (empty for self-contained models)."""
-    import onnx  # local import: only needed for checksums, keeps `import models.manifest` light
+    # Fork safety: only checksums need onnx; gunicorn masters import models.manifest to check
+    # model folders before they fork, so it stays light.
+    import onnx
 
     try:
         proto = onnx.load(str(onnx_path), load_external_data=False)

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from models.export.native import build_random_encoder, export_encoder
+from models.export.native import export_encoder
+from models.export.random_weights import build_random_encoder
 from models.manifest import ModelManifest, compute_checksum, write_manifest
 from models.presets import minilm_dir
 from models.tokenization import TOKENIZER_FILE

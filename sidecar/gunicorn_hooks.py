@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sidecar.settings import load_settings
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -37,8 +39,6 @@ def prepare_metrics_dir(directory: Path) -> Path:
 
 def on_starting(_arbiter: Any) -> None:
     """Once, in the master, before the workers: the metrics directory."""
-    from sidecar.settings import load_settings
-
     settings = load_settings()
     configured = os.environ.get(MULTIPROC_ENV) or settings.prometheus_multiproc_dir
     prepare_metrics_dir(Path(configured) if configured else settings.state_dir / "prometheus")
@@ -53,6 +53,8 @@ def worker_exit(_arbiter: Any, worker: Any) -> None:
     if resources is not None:
         resources.close()
     if os.environ.get(MULTIPROC_ENV):
+        # Fork safety (metrics): prometheus_client chooses its value class when first imported,
+        # which must come after on_starting has exported the directory.
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)

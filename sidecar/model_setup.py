@@ -12,8 +12,10 @@ import multiprocessing
 from importlib.util import find_spec
 from pathlib import Path
 
+from models.errors import ModelError
 from models.presets import find_preset
 from sidecar.errors import ConfigurationError
+from sidecar.logs import setup_logging
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,7 +51,9 @@ def ensure_model(settings: Settings) -> Path:
            "files or the hub can be reached), or set SIDECAR_EMBED_URL to a model host")
     if settings.embed_model_path is not None:
         raise ConfigurationError(f"no prepared model in {path}: run {how}")
-    from models import ModelError, prepare_model
+    # Fork safety: preparing loads numpy, ONNX and the exporter; gunicorn masters import this
+    # module before they fork, so those load only here, when a model must really be prepared.
+    from models import prepare_model
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f".{path.name}.lock", "w") as lock:
@@ -84,7 +88,5 @@ def prepare_before_fork(settings: Settings) -> None:
 
 
 def _ensure_model_logged(settings: Settings) -> None:
-    from sidecar.cli.main import setup_logging
-
     setup_logging(settings.log_level)
     ensure_model(settings)

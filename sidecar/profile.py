@@ -5,6 +5,12 @@ start-up, like the environment file: every API node of a forum carries the same 
 with the environment file; ``/v1/health`` shows its digest so nodes can be compared). Without a
 file the settings decide. A profile tuned with another embedding model is not applied (weights
 tuned for one model's scores say nothing about another's) and ``/v1/health`` says so.
+
+A profile has a slot per query shape, because the best fusion differs between them: a query
+alone (a search box, a condensed chat question) and a query that comes with details (a topic's
+title and body, `/v1/search`'s ``details``), where the keyword leg reads only the title. Each
+slot is tuned on judgements of its shape (`sidecar tune --query title+body` fills the second);
+a request with details uses the second slot when it is there, else the first.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT: Literal[1] = 1
 
 
 class FusionModel(BaseModel):
@@ -82,6 +88,15 @@ class ServedModel(BaseModel):
                    topic_score=config.topic_score, chain=chain)
 
 
+class ProfileSlot(BaseModel):
+    """What is served to one query shape, and how it was chosen."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    served: ServedModel
+    tuning: dict[str, Any] = Field(default_factory=dict)
+
+
 class SearchProfile(BaseModel):
     """The file ``sidecar tune`` writes."""
 
@@ -96,6 +111,15 @@ class SearchProfile(BaseModel):
     tuning: dict[str, Any] = Field(default_factory=dict,
                                    description="How it was chosen: judgements, folds, "
                                                "held-out scores with CIs.")
+    with_details: ProfileSlot | None = Field(
+        default=None, description="Served to queries that come with details (tuned on "
+                                  "judged queries of that shape); absent: `served`.")
+
+    def with_slot(self, slot: ProfileSlot, *, details: bool) -> SearchProfile:
+        """This profile with one shape's slot replaced (the other kept)."""
+        if details:
+            return self.model_copy(update={"with_details": slot})
+        return self.model_copy(update={"served": slot.served, "tuning": slot.tuning})
 
 
 @dataclass(frozen=True)
@@ -108,10 +132,17 @@ class ProfileState:
     digest: str | None = None
     note: str | None = None
     profile: SearchProfile | None = None
+    details_config: SearchConfig | None = None  # queries with details, when tuned apart
+
+    def config_for(self, *, details: bool) -> SearchConfig:
+        """What a query of this shape is served."""
+        return self.details_config if details and self.details_config else self.config
 
     def describe(self) -> dict[str, Any]:
         """JSON form (without the file's path: /v1/health answers without a key)."""
         out: dict[str, Any] = {"source": self.source, "served": self.config.describe()}
+        if self.details_config is not None:
+            out["served_with_details"] = self.details_config.describe()
         if self.digest:
             out["digest"] = self.digest
         if self.profile is not None:
@@ -120,6 +151,9 @@ class ProfileState:
             held_out = self.profile.tuning.get("held_out")
             if held_out:
                 out["held_out"] = held_out
+            slot = self.profile.with_details
+            if slot is not None and slot.tuning.get("held_out"):
+                out["held_out_with_details"] = slot.tuning["held_out"]
         if self.note:
             out["note"] = self.note
         return out
@@ -140,6 +174,8 @@ def read_profile(path: Path) -> tuple[SearchProfile, str]:
     try:
         profile = SearchProfile.model_validate(json.loads(data))
         profile.served.to_config()  # weights checked here
+        if profile.with_details is not None:
+            profile.with_details.served.to_config()
     except (json.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0]
         raise ConfigurationError(f"search profile {path} is not valid: {first}") from exc
@@ -171,5 +207,26 @@ def load_served(settings: Settings, model_name: str) -> ProfileState:
         log.warning("search profile %s: %s", path, note)
         return ProfileState(config=base, source="settings", path=path, digest=digest,
                             note=note, profile=profile)
+    details = profile.with_details.served.to_config() if profile.with_details else None
     return ProfileState(config=profile.served.to_config(), source="profile", path=path,
-                        digest=digest, profile=profile)
+                        digest=digest, profile=profile, details_config=details)
+
+
+def updated_profile(path: Path, new: SearchProfile, *, details: bool,
+                    settings: Settings) -> SearchProfile:
+    """The profile to write after tuning one query shape: ``new``'s choice in that shape's
+    slot, the file's other slot kept when it was tuned with the same model and strategy (else
+    the settings' configuration serves the shape that was not tuned)."""
+    slot = ProfileSlot(served=new.served, tuning=new.tuning)
+    base: SearchProfile | None = None
+    if path.is_file():
+        try:
+            base, _ = read_profile(path)
+        except ConfigurationError as exc:
+            log.warning("%s; replacing it", exc)
+    if base is None or (base.model, base.strategy) != (new.model, new.strategy):
+        untuned = {"note": "not tuned: the settings' configuration"}
+        base = SearchProfile(model=new.model, strategy=new.strategy,
+                             served=ServedModel.of(settings_config(settings)), tuning=untuned)
+    return base.with_slot(slot, details=details).model_copy(
+        update={"created_at": new.created_at})

@@ -8,12 +8,18 @@ from typing import Any
 
 import redis
 
+from models import ModelError
+from models import load_embedder as load_onnx_embedder
+from models import load_reranker as load_onnx_reranker
+from models.client import RemoteReranker
+from models.client_apis import remote_embedder
 from models.protocols import Embedder, Reranker
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, register_model
 from sidecar.db.migrate import check_current, parse_version, upgrade
 from sidecar.db.pool import DictConn
 from sidecar.errors import ConfigurationError
+from sidecar.model_setup import ensure_model
 from sidecar.profile import ProfileState, load_served
 from sidecar.search import SearchService
 from sidecar.services import ServiceUrls, resolve_services
@@ -57,9 +63,6 @@ def load_embedder(settings: Settings) -> Embedder:
     An in-process model missing from the state directory is prepared first (``ensure_model``).
     """
     if settings.embed_url:
-        from models import ModelError
-        from models.client_apis import remote_embedder
-
         key = settings.embed_api_key.get_secret_value() if settings.embed_api_key else None
         remote = remote_embedder(settings.embed_api, settings.embed_url,
                                  name=settings.embed_model, timeout=settings.model_timeout_s,
@@ -71,10 +74,6 @@ def load_embedder(settings: Settings) -> Embedder:
             raise ConfigurationError(f"the embedding model host failed ({settings.embed_api} "
                                      f"API): {exc}") from exc
         return remote
-    from models import ModelError
-    from models import load_embedder as load_onnx_embedder
-    from sidecar.model_setup import ensure_model
-
     path = ensure_model(settings)
     try:
         embedder = load_onnx_embedder(path, provider=settings.onnx_provider,
@@ -102,8 +101,6 @@ def register_embedder(conn: DictConn, embedder: Embedder) -> RegisteredModel:
 def load_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
     """The configured cross-encoder, or (None, why) — reranking degrades, it never blocks start."""
     if settings.rerank_url:
-        from models.client import RemoteReranker
-
         key = settings.rerank_api_key.get_secret_value() if settings.rerank_api_key else None
         # Lazy: a model host that is down now only disables reranking until it is back.
         return RemoteReranker(settings.rerank_url, name=settings.rerank_model,
@@ -111,8 +108,6 @@ def load_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
     path = settings.rerank_dir()
     if path is None:
         return None, None
-    from models import load_reranker as load_onnx_reranker
-
     try:
         reranker = load_onnx_reranker(path, provider=settings.onnx_provider,
                                       threads=settings.onnx_threads)
@@ -159,7 +154,7 @@ def start_resources(
     profile = load_served(settings, model.name)
     search = SearchService(db, embedder, model, settings,
                            iterative_scan=parse_version(pgvector) >= (0, 8, 0),
-                           served=profile.config)
+                           served=profile.config, served_details=profile.details_config)
     return Resources(settings=settings, urls=urls, db=db, redis=redis_client, embedder=embedder,
                      model=model, pgvector=pgvector, search=search, profile=profile,
                      reranker=reranker,

@@ -116,6 +116,7 @@ class SearchService:
         *,
         iterative_scan: bool = True,
         served: SearchConfig | None = None,
+        served_details: SearchConfig | None = None,
         keyword: KeywordIndex | None = None,
     ) -> None:
         self.db = db
@@ -124,14 +125,18 @@ class SearchService:
         self.settings = settings
         self.iterative_scan = iterative_scan
         self.served = served or SearchConfig()
+        # Served to queries that come with details, when the profile tuned that shape apart.
+        self.served_details = served_details
         # This node's keyword index of the database (kept in sync by its owner, see
         # sidecar/keyword/node.py); one is opened on the state directory when none is given.
         self.keyword = keyword or KeywordIndex(db, settings.state_dir)
         self.chain = RerankChain(db, model)
 
-    def config(self, options: SearchOptions) -> SearchConfig:
-        """What a search with these options runs: the served configuration, overridden."""
-        return self.served.override(mode=options.mode, fusion=options.fusion,
+    def config(self, options: SearchOptions, *, details: bool = False) -> SearchConfig:
+        """What a search with these options runs: the served configuration (of a query with
+        or without details), overridden by the request."""
+        served = self.served_details if details and self.served_details else self.served
+        return served.override(mode=options.mode, fusion=options.fusion,
                                     topic_score=options.topic_score, chain=options.chain)
 
     def chain_flags(self, options: SearchOptions) -> ChainFlags:
@@ -184,7 +189,7 @@ class SearchService:
         query = self.check_query(query)
         details = self.check_details(details)
         strategy = options.strategy or self.settings.strategy
-        config = self.config(options)
+        config = self.config(options, details=details is not None)
         legs = config.legs()
         vector = None
         if Leg.SEMANTIC in legs:

@@ -24,13 +24,22 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
 
 
 def growth(fn: Callable[[str], object], make: Callable[[int], str], n: int,
-           repeats: int = 5) -> float:
-    """How much longer ``fn`` takes on ``make(4 * n)`` than on ``make(n)``."""
+           repeats: int = 5, attempts: int = 3) -> float:
+    """How much longer ``fn`` takes on ``make(4 * n)`` than on ``make(n)``.
+
+    The smallest ratio of up to ``attempts`` measurements: a burst of load on the other core
+    during one measurement inflates it, while a super-linear scan is slow on every attempt.
+    """
     small, large = make(n), make(4 * n)
     fn(small)  # warm caches (compiled patterns, imports)
-    t_small = best_time(lambda: fn(small), repeats)
-    t_large = best_time(lambda: fn(large), max(2, repeats // 2))
-    return t_large / max(t_small, 1e-6)
+    ratio = float("inf")
+    for _ in range(attempts):
+        t_small = best_time(lambda: fn(small), repeats)
+        t_large = best_time(lambda: fn(large), max(2, repeats // 2))
+        ratio = min(ratio, t_large / max(t_small, 1e-6))
+        if ratio < GROWTH_BOUND:
+            break
+    return ratio
 
 
 def relative_cost(fn: Callable[[str], object], text: str, baseline: str,

@@ -321,10 +321,3 @@ def export_native(model_dir: str | Path, out_path: str | Path, task: str = "embe
     config = load_config(model_dir)
     check_config(config)
     return export_encoder(config, load_weights(model_dir), out_path, task)
-
-
-def build_random_encoder(config: dict[str, Any], seed: int) -> dict[str, npt.NDArray[np.float32]]:
-    """Random weights named as Hugging Face names them (see :mod:`models.export.random_weights`)."""
-    from models.export.random_weights import build_random_encoder as build
-
-    return build(config, seed)

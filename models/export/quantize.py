@@ -19,6 +19,7 @@ def quantize_int8(src_onnx: str | Path, dst_onnx: str | Path) -> Path:
     Weights are quantised per output channel: per-tensor scales lose noticeably more accuracy on
     transformer projections. Activations are quantised at run time (no calibration data needed).
     """
+    # Heavy dependency (sympy, onnx's optimiser): loaded only when a model is quantized.
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     src, dst = Path(src_onnx), Path(dst_onnx)

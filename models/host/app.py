@@ -10,7 +10,6 @@ cross-encoder together (``/info`` then lists both under ``models``).
 
 from __future__ import annotations
 
-import hmac
 import math
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -38,6 +37,7 @@ from models.host.metrics import HostMetrics
 from models.host.openai_routes import register_openai_routes
 from models.host.schemas import EmbedRequest, RerankRequest, TokenizeRequest
 from models.protocols import Embedder, Reranker
+from models.web.auth import request_bearer, token_matches
 
 R = TypeVar("R")
 _OPEN_ENDPOINTS = frozenset({"health", "metrics"})
@@ -72,10 +72,8 @@ class HostState:
 def _authenticate(config: HostConfig) -> None:
     if config.api_key is None or request.endpoint in _OPEN_ENDPOINTS:
         return
-    header = request.headers.get("Authorization", "")
-    if not hmac.compare_digest(header.encode(), f"Bearer {config.api_key}".encode()):
+    if not token_matches(request_bearer(), config.api_key):
         raise HostError(401, "unauthorized", "missing or wrong API key (Authorization: Bearer)")
-
 
 
 def create_host_app(
@@ -107,11 +105,7 @@ def create_host_app(
     register_error_handlers(app)
     app.before_request(lambda: _authenticate(config))
 
-    @app.after_request
-    def _count(response: Response) -> Response:
-        route = request.url_rule.rule if request.url_rule else "unmatched"
-        metrics.requests.labels(route, str(response.status_code)).inc()
-        return response
+    metrics.bind(app)
 
     @app.post("/embed")
     def embed() -> Response:
@@ -202,7 +196,7 @@ def create_host_app(
 
     @app.get("/metrics", endpoint="metrics")
     def metrics_route() -> Response:
-        return Response(metrics.render(), mimetype="text/plain; version=0.0.4")
+        return metrics.response()
 
     return app
 

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import Counter, Histogram
 
 from models.host.batcher import BatchStats
+from models.web.metrics import LATENCY_BUCKETS, AppMetrics
 
 _SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-_TIME_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
-class HostMetrics:
-    """Requests by route and status, and per model call: items, requests, queue and run time."""
+class HostMetrics(AppMetrics):
+    """Requests by route and status (as the sidecar API counts them), and per model call:
+    items, requests, queue and run time.
+
+    Not multiprocess: each worker of the host serves its own models (one per GPU) and answers
+    for itself.
+    """
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "model_host_requests", "HTTP requests by route and status",
-            ["route", "status"], registry=self.registry,
-        )  # fmt: skip
+        super().__init__("model_host_requests")
         self.inputs = Counter(
             "model_host_inputs", "Texts or pairs computed, by model", ["model"],
             registry=self.registry,
@@ -35,11 +36,11 @@ class HostMetrics:
         )  # fmt: skip
         self.queue_seconds = Histogram(
             "model_host_queue_seconds", "Wait of the oldest item before its model call",
-            ["model"], buckets=_TIME_BUCKETS, registry=self.registry,
+            ["model"], buckets=LATENCY_BUCKETS, registry=self.registry,
         )  # fmt: skip
         self.run_seconds = Histogram(
             "model_host_inference_seconds", "Duration of one model call", ["model"],
-            buckets=_TIME_BUCKETS, registry=self.registry,
+            buckets=LATENCY_BUCKETS, registry=self.registry,
         )  # fmt: skip
 
     def observer(self, model: str) -> Callable[[BatchStats], None]:
@@ -53,7 +54,3 @@ class HostMetrics:
             self.run_seconds.labels(model).observe(stats.run_seconds)
 
         return observe
-
-    def render(self) -> bytes:
-        """Prometheus text exposition."""
-        return generate_latest(self.registry)

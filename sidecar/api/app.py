@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 
-from flask import Flask, Response, request
+from flask import Flask, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from sidecar.api import (
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
     app.extensions["sidecar"] = resources
     metrics = Metrics()
     app.extensions["sidecar_metrics"] = metrics
+    metrics.bind(app)
     register_error_handlers(app)
 
     @app.before_request
@@ -92,12 +93,6 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
         check_bearer(api_key)
 
     app.before_request(reject_nul_characters)
-
-    @app.after_request
-    def _count(response: Response) -> Response:
-        route = request.url_rule.rule if request.url_rule else "unmatched"
-        metrics.requests.labels(route, str(response.status_code)).inc()
-        return response
 
     for module in (routes_health, routes_search, routes_retrieve, routes_sanitize,
                    routes_index, routes_discourse, routes_admin, routes_moderation):

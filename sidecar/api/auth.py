@@ -1,22 +1,18 @@
-"""Bearer-token authentication for the /v1 API (constant-time comparison)."""
+"""Bearer-token authentication for the /v1 API (the shared parser of :mod:`models.web.auth`)."""
 
 from __future__ import annotations
 
-import hmac
-
-from flask import request
-
+from models.web.auth import request_bearer, token_matches
 from sidecar.errors import Unauthorized
 from sidecar.settings import Settings
 
 
 def check_bearer(expected: str) -> None:
     """Raise Unauthorized unless the request carries ``Authorization: Bearer <expected>``."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token:
+    token = request_bearer()
+    if token is None:
         raise Unauthorized("missing bearer token: send Authorization: Bearer <SIDECAR_API_KEY>")
-    if not hmac.compare_digest(token.strip().encode(), expected.encode()):
+    if not token_matches(token, expected):
         raise Unauthorized("invalid API key")
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, jsonify
 from flask.typing import ResponseReturnValue
 
 from models.runtime import runtime_report
 from sidecar import __version__
 from sidecar.api.auth import has_api_key
-from sidecar.api.context import get_metrics, get_resources
+from sidecar.api.context import get_metrics, get_resources, respond
 from sidecar.api.openapi import build_spec, documented
+from sidecar.api.schemas import HealthResponse
 
 bp = Blueprint("health", __name__)
 
@@ -32,6 +33,7 @@ def _model_info() -> dict[str, Any]:
 
 @bp.get("/v1/health")
 @documented(path="/v1/health", method="get", tag="operations", auth=None,
+            response=HealthResponse,
             summary="Liveness. With the API key: version, which models and execution providers "
                     "are in use (and why a model failed to load), what search serves, and this "
                     "node's keyword index (documents, last sync).")
@@ -43,8 +45,8 @@ def health() -> ResponseReturnValue:
     """
     res = get_resources()
     if not has_api_key(res.settings):
-        return jsonify({"status": "ok"})
-    return jsonify({
+        return respond(HealthResponse, {"status": "ok"})
+    return respond(HealthResponse, {
         "status": "ok",
         "version": __version__,
         "database": "embedded" if res.urls.embedded_database else "external",
@@ -85,4 +87,4 @@ def openapi() -> ResponseReturnValue:
             content_type="text/plain", summary="Prometheus metrics.")
 def metrics() -> ResponseReturnValue:
     """Prometheus exposition format."""
-    return Response(get_metrics().render(), mimetype="text/plain; version=0.0.4")
+    return get_metrics().response()

@@ -28,6 +28,7 @@ from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException, TooManyRequests
 
+from models.web.auth import request_bearer
 from sidecar.api.context import get_resources
 from sidecar.api.errors import validation_details
 from sidecar.api.openapi import documented
@@ -94,8 +95,8 @@ def _api_authenticate() -> None:
         raise ServiceUnavailable(DISABLED)
     if auth.blocked(_client()):
         raise TooManyRequests("too many failed attempts with a wrong moderator key; wait a while")
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not auth.check_key(token.strip()):
+    token = request_bearer()
+    if token is None or not auth.check_key(token):
         auth.failed(_client())
         raise Unauthorized("send Authorization: Bearer <SIDECAR_MODERATOR_KEY>")
 

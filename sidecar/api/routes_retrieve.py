@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, current_app
 from flask.typing import ResponseReturnValue
 
 from sidecar.answer.pipeline import RetrievalOutcome, RetrievalPipeline
-from sidecar.api.context import get_metrics, get_resources, parse_body
+from sidecar.api.context import get_metrics, get_resources, parse_body, respond
 from sidecar.api.metrics import Metrics
 from sidecar.api.openapi import documented
 from sidecar.api.schemas import RetrieveRequest, RetrieveResponse
@@ -69,4 +69,4 @@ def retrieve() -> ResponseReturnValue:
     turns = [Turn(m.role, m.content) for m in body.messages]
     outcome = get_pipeline().retrieve(turns, body.limit, body.locale)
     observe(get_metrics(), outcome)
-    return jsonify(outcome.as_dict())
+    return respond(RetrieveResponse, outcome.as_dict())

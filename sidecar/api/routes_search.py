@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, jsonify
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from sidecar.api.context import get_metrics, get_resources, parse_body
+from sidecar.api.context import get_metrics, get_resources, parse_body, respond
 from sidecar.api.openapi import documented
 from sidecar.api.schemas import SearchRequest, SearchResponse
 
@@ -26,8 +26,8 @@ def search() -> ResponseReturnValue:
     options = body.options()
     results, trace = res.search.search(body.query, body.limit, options, details=body.details)
     get_metrics().observe_trace(trace)
-    config = res.search.config(options)
-    return jsonify({
+    config = res.search.config(options, details=res.search.check_details(body.details) is not None)
+    return respond(SearchResponse, {
         "query": res.search.check_query(body.query),
         "mode": config.mode.value,
         "config": config.describe(),

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sidecar.core.fusion import Fusion, FusionMethod
+from sidecar.core.gate import GateReason
 from sidecar.core.types import Leg, Mode, TopicScore
 from sidecar.search import SearchOptions
 
@@ -15,6 +16,13 @@ class StrictRequest(BaseModel):
     """Requests are strict: wrong types and unknown fields are 4xx errors, not guesses."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class ResponseModel(BaseModel):
+    """Responses are serialized through their model (``respond`` in ``context.py``): a field the
+    model does not declare fails there, so what the API sends is what its OpenAPI says."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class FusionRequest(StrictRequest):
@@ -70,7 +78,7 @@ class SearchRequest(StrictRequest):
                              fusion=self.fusion.to_fusion() if self.fusion else None)
 
 
-class PostRef(BaseModel):
+class PostRef(ResponseModel):
     """The post that represents a topic in a result."""
 
     id: int
@@ -79,7 +87,7 @@ class PostRef(BaseModel):
     url: str
 
 
-class SearchHit(BaseModel):
+class SearchHit(ResponseModel):
     """One topic of a search result."""
 
     rank: int
@@ -95,7 +103,7 @@ class SearchHit(BaseModel):
     matched_posts: int
 
 
-class TraceStepModel(BaseModel):
+class TraceStepModel(ResponseModel):
     """One pipeline stage."""
 
     step: str
@@ -104,7 +112,7 @@ class TraceStepModel(BaseModel):
     detail: dict[str, Any]
 
 
-class SearchResponse(BaseModel):
+class SearchResponse(ResponseModel):
     """`POST /v1/search` answer."""
 
     query: str
@@ -171,7 +179,7 @@ class RetrieveRequest(StrictRequest):
         return self
 
 
-class NeighbourModel(BaseModel):
+class NeighbourModel(ResponseModel):
     """A post near the evidence post in the same topic."""
 
     post_id: int
@@ -180,7 +188,7 @@ class NeighbourModel(BaseModel):
     excerpt: str
 
 
-class EvidenceModel(BaseModel):
+class EvidenceModel(ResponseModel):
     """One numbered evidence item: cite it as [[n]]."""
 
     n: int
@@ -195,15 +203,14 @@ class EvidenceModel(BaseModel):
     neighbours: list[NeighbourModel]
 
 
-class GateModel(BaseModel):
+class GateModel(ResponseModel):
     """The input gate's verdict on the latest message."""
 
     passed: bool
-    reason: Literal["empty", "too_short", "greeting", "thanks", "link_only", "too_long",
-                    "prompt_injection"] | None
+    reason: GateReason | None
 
 
-class RetrieveResponse(BaseModel):
+class RetrieveResponse(ResponseModel):
     """`POST /v1/retrieve` answer."""
 
     retrieval_id: str = Field(description="Pass it to /v1/sanitize with the LLM's answer.")
@@ -216,3 +223,20 @@ class RetrieveResponse(BaseModel):
     top_score: float | None
     evidence: list[EvidenceModel]
     trace: list[TraceStepModel]
+
+
+class HealthResponse(ResponseModel):
+    """`GET /v1/health` answer: ``{"status": "ok"}`` without the API key, everything with it."""
+
+    status: Literal["ok"]
+    version: str | None = Field(default=None, description="With the API key, as what follows.")
+    database: Literal["embedded", "external"] | None = None
+    redis: Literal["embedded", "external"] | None = None
+    pgvector: str | None = Field(default=None, description="The extension's version.")
+    models: dict[str, Any] | None = Field(
+        default=None, description="Embedder and reranker: name, execution provider, or why the "
+                                  "reranker failed to load.")
+    search: dict[str, Any] | None = Field(default=None, description="What search serves.")
+    onnxruntime: dict[str, Any] | None = None
+    keyword_index: dict[str, Any] | None = Field(
+        default=None, description="This node's keyword index: documents, last sync, error.")

@@ -33,6 +33,9 @@ from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scratch import scratch_database
 from sidecar.settings import Settings
 
+# Deferred imports (heavy dependency): the jobs machinery, the importer and the model load only
+# when this part runs, so `sidecar bench --part chain` does not start them.
+
 log = logging.getLogger(__name__)
 
 DEFAULT_DUMP = Path("../shared/eval/qatarliving")

@@ -13,6 +13,7 @@ reach the page, the boosts. The knee cut-off
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -223,7 +224,6 @@ def run(ctx: BenchContext) -> list[BenchTable]:
                 raw.append(data)
         finally:
             db.close()
-    import json
 
     (ctx.out_dir / "chain.json").write_text(json.dumps(raw, indent=1, default=float))
     return tables

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from models import OnnxCrossEncoder, OnnxEmbedder, prepare_model
-from models.export.native import build_random_encoder
+from models.export.random_weights import build_random_encoder
 from models.presets import minilm_dir
 from models.tokenization import TOKENIZER_FILE
 from sidecar.bench.models_compute import (
@@ -41,6 +41,9 @@ from sidecar.bench.models_compute import (
 )
 from sidecar.bench.models_load import host_counters, model_host_process, run_load
 from sidecar.bench.report import BenchContext, BenchTable
+
+# Deferred imports (heavy dependency): torch, sentence-transformers and transformers (the export
+# extra) and the model host load only when this part runs.
 
 log = logging.getLogger(__name__)
 

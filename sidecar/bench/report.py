@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,20 +45,6 @@ class BenchContext:
     out_dir: Path
     quick: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
-
-
-def machine() -> dict[str, Any]:
-    """The machine the numbers were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "python": platform.python_version(),
-            "system": platform.platform()}
 
 
 def write_report(out_dir: Path, tables: list[BenchTable], meta: dict[str, Any]) -> Path:

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sidecar.bench.report import BenchContext, BenchTable, machine, write_report
+from sidecar.bench.report import BenchContext, BenchTable, write_report
 from sidecar.errors import InvalidInput
+from sidecar.machine import machine
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -25,6 +25,7 @@ from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.search_sql import semantic_leg
 from sidecar.keyword import KeywordIndex, keyword_leg
+from sidecar.profile import settings_config
 from sidecar.search import SearchOptions, SearchService, rank_topics
 from sidecar.settings import Settings
 
@@ -190,8 +191,6 @@ def run_hybrid(db: Database, model: RegisteredModel, settings: Settings, index: 
                texts: list[str], vectors: npt.NDArray[np.float32],
                public: npt.NDArray[np.bool_], warm: int) -> StageRun:
     """``SearchService.search`` in hybrid mode for each query: topic ids of the first page."""
-    from sidecar.profile import settings_config
-
     service = SearchService(db, LookupEmbedder(model.name, texts, vectors), model, settings,
                             iterative_scan=True, served=settings_config(settings),
                             keyword=index)
@@ -217,8 +216,6 @@ def hybrid_reference(settings: Settings, keyword_hits: list[list[PostHit]],
                      topic_of: npt.NDArray[np.int64], k: int) -> list[list[int]]:
     """The hybrid's first page had the semantic leg been an exact scan (same keyword hits):
     what the approximate index is compared with."""
-    from sidecar.profile import settings_config
-
     config = settings_config(settings).override(mode=Mode.HYBRID)
     pages: list[list[int]] = []
     for kw, ids, sims in zip(keyword_hits, exact_ids, exact_sims, strict=True):

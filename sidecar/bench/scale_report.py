@@ -13,6 +13,8 @@ from typing import Any
 
 from sidecar.bench.report import BenchTable
 
+# Deferred imports (optional dependency): matplotlib, only to draw the chart.
+
 log = logging.getLogger(__name__)
 
 COLUMNS = ["posts", "private", "stage", "dims", "index", "config", "p50 ms", "p95 ms",

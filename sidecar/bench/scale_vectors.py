@@ -22,9 +22,13 @@ import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
+from sidecar.bench import vecdata
 from sidecar.bench.scale_forum import COPY_HEADER, COPY_TRAILER
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.settings import Settings
+
+# Deferred imports (heavy dependency): the evaluation state (embedded servers, the model) loads
+# only when the dump's vectors are not cached yet.
 
 F32 = npt.NDArray[np.float32]
 F16 = npt.NDArray[np.float16]
@@ -182,19 +186,5 @@ def exact_public_top_k(data: F16, public: npt.NDArray[np.bool_], queries: F32, k
                        ) -> tuple[npt.NDArray[np.int64], F32]:
     """Post ids (row + 1) and cosines of the ``k`` nearest public posts per query, best first,
     computed on the stored float16 values (an exact scan)."""
-    q = _unit(queries.astype(np.float32))
-    best_sim = np.full((len(q), 0), -np.inf, dtype=np.float32)
-    best_id = np.zeros((len(q), 0), dtype=np.int64)
-    for start in range(0, len(data), BLOCK):
-        x = _unit(data[start:start + BLOCK].astype(np.float32))
-        sims = q @ x.T
-        sims[:, ~public[start:start + BLOCK]] = -np.inf
-        take = min(k, sims.shape[1])
-        part = np.argpartition(-sims, take - 1, axis=1)[:, :take]
-        best_sim = np.concatenate([best_sim, np.take_along_axis(sims, part, axis=1)], axis=1)
-        best_id = np.concatenate([best_id, part + start + 1], axis=1)
-        keep = np.argsort(-best_sim, axis=1, kind="stable")[:, :k]
-        best_sim = np.take_along_axis(best_sim, keep, axis=1)
-        best_id = np.take_along_axis(best_id, keep, axis=1)
-    return best_id, best_sim
+    return vecdata.exact_scan(data, queries, k, allowed=public, block=BLOCK)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +82,15 @@ def exact_top_k(
 
     Computed on the float16 values the database stores, in float32, block by block.
     """
+    return exact_scan(data, queries, k, block=block)[0]
+
+
+def exact_scan(
+    data: npt.NDArray[np.float16], queries: npt.NDArray[Any], k: int, *,
+    allowed: npt.NDArray[np.bool_] | None = None, block: int = 50_000,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Ids (1-based row numbers) and cosines of the ``k`` nearest rows, best first, per query,
+    among the rows ``allowed`` marks (all when None): an exact scan, block by block."""
     q = queries.astype(np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     best_sim = np.full((len(q), 0), -np.inf, dtype=np.float32)
@@ -89,6 +99,8 @@ def exact_top_k(
         x = data[start:start + block].astype(np.float32)
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         sims = q @ x.T
+        if allowed is not None:
+            sims[:, ~allowed[start:start + block]] = -np.inf
         take = min(k, sims.shape[1])
         part = np.argpartition(-sims, take - 1, axis=1)[:, :take]
         best_sim = np.concatenate([best_sim, np.take_along_axis(sims, part, axis=1)], axis=1)
@@ -96,7 +108,7 @@ def exact_top_k(
         keep = np.argsort(-best_sim, axis=1, kind="stable")[:, :k]
         best_sim = np.take_along_axis(best_sim, keep, axis=1)
         best_id = np.take_along_axis(best_id, keep, axis=1)
-    return best_id
+    return best_id, best_sim
 
 
 def recall_at_k(found: list[list[int]], truth: npt.NDArray[np.int64], k: int) -> float:

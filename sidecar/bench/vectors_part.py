@@ -9,6 +9,7 @@ latency is the client's wall time for one query, ``p50``/``p95`` over the querie
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -230,7 +231,6 @@ def run(ctx: BenchContext) -> list[BenchTable]:
             table.notes.append(f"part time: {time.perf_counter() - started:.0f} s")
             tables.append(table)
             raw.append(data)
-    import json
 
     (ctx.out_dir / "vectors.json").write_text(json.dumps(raw, indent=1, default=float))
     return tables

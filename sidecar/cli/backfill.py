@@ -14,14 +14,18 @@ from typing import Any
 
 import click
 
+from sidecar.cli.output import echo_json
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 POLL_S = 1.0
 
 
 def _print_run(run: Any, as_json: bool) -> None:
-    from sidecar.cli.main import echo_json
-
     if as_json:
         echo_json(run.as_dict())
         return
@@ -203,7 +207,6 @@ def status(settings: Settings, run_id: int | None, show_all: bool, watch: bool,
     """Budgeted, done, skipped, failed, remaining and why the run stopped."""
     from jobs.env import open_env
     from jobs.runs import get_run, list_runs
-    from sidecar.cli.main import echo_json
 
     env = open_env(settings)
     try:

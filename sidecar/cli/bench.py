@@ -10,6 +10,9 @@ import click
 
 from sidecar.settings import Settings
 
+# Deferred imports (fork safety): each command imports what it needs when it runs (see
+# sidecar/cli/main.py).
+
 
 def _ints(value: str | None) -> list[int] | None:
     if not value:

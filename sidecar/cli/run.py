@@ -5,48 +5,29 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import Any
 
 import click
 from flask import Flask
-from gunicorn.app.base import BaseApplication
 
+from sidecar.cli.output import echo_json
+from sidecar.gunicorn_config import GunicornApp, api_options
 from sidecar.settings import Settings
 
-
-class _Gunicorn(BaseApplication):
-    """Gunicorn run from Python, so `sidecar run` keeps the embedded servers in its master."""
-
-    def __init__(self, settings: Settings, options: dict[str, Any]) -> None:
-        self.settings = settings
-        self.options = options
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self.options.items():
-            self.cfg.set(key, value)
-
-    def load(self) -> Flask:
-        # Runs in each worker after the fork: ONNX sessions and pools must not cross a fork.
-        from sidecar.api import create_app
-
-        return create_app(self.settings)
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
 
 
 def _serve(settings: Settings, workers: int | None) -> None:
-    from sidecar.gunicorn_hooks import on_starting, worker_exit
+    def load() -> Flask:
+        # Fork safety: runs in each worker after the fork (ONNX sessions and pools must not
+        # cross it), so the app is imported here, never in gunicorn's master.
+        from sidecar.api import create_app
 
-    _Gunicorn(settings, {
-        "on_starting": on_starting,
-        "worker_exit": worker_exit,
-        "bind": f"{settings.host}:{settings.port}",
-        "workers": workers or settings.workers,
-        "threads": settings.threads,
-        "worker_class": "gthread",
-        "timeout": 120,
-        "accesslog": "-",
-        "loglevel": settings.log_level.lower(),
-    }).run()
+        return create_app(settings)
+
+    GunicornApp(api_options(settings, workers), load).run()
 
 
 @click.command()
@@ -157,7 +138,6 @@ def serve(settings: Settings, workers: int | None) -> None:
 def search_cmd(settings: Settings, query: str, limit: int, mode: str,
                strategy: int | None) -> None:
     """Search from the shell (same pipeline as POST /v1/search)."""
-    from sidecar.cli.main import echo_json
     from sidecar.core.types import Mode
     from sidecar.resources import start_resources
     from sidecar.search import SearchOptions

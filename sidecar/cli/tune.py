@@ -9,6 +9,11 @@ import click
 
 from sidecar.settings import Settings
 
+# Deferred imports (fork safety): each command imports what it needs when it runs. Every command
+# module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
+# ONNX Runtime's and numpy's thread pools must not be loaded before that fork (and every other
+# command starts faster).
+
 # Judgement sources and the refusal threshold, repeated here so that importing the CLI stays
 # light (the tuner loads numpy; `sidecar model-host` forks after importing every command).
 SOURCES = ("qrels", "labels", "search_log")
@@ -46,7 +51,7 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     """
     # Heavy (numpy, the models): loaded when the command runs, not when the CLI is imported.
     from sidecar.model_setup import ensure_model
-    from sidecar.profile import write_profile
+    from sidecar.profile import updated_profile, write_profile
     from sidecar.tuning.render import to_markdown
     from sidecar.tuning.session import run_tune
 
@@ -63,6 +68,10 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
         click.echo("dry run: no search profile written")
         return
     path = settings.profile_path()
-    digest = write_profile(path, profile)
-    click.echo(f"search profile written: {path} (sha256 {digest[:12]}); restart or reload the "
-               "API to serve it")
+    # Judged queries with details (`--query title+body`) tune the slot served to such queries.
+    details = dump is not None and "+" in query_fields
+    digest = write_profile(path, updated_profile(path, profile, details=details,
+                                                 settings=settings))
+    shape = "queries with details" if details else "queries"
+    click.echo(f"search profile written for {shape}: {path} (sha256 {digest[:12]}); restart "
+               "or reload the API to serve it")

@@ -18,7 +18,12 @@ array. Unlike ``NOT IN (subquery)`` this keeps parallel plans available; on a ge
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import LiteralString
+
+from psycopg import sql
+
+from sidecar.db.pool import DictConn
 
 # Joins from a posts row aliased ``p`` to its topic ``t`` and category ``c``.
 PUBLIC_JOINS: LiteralString = """
@@ -59,3 +64,33 @@ PUBLIC_WHERE: LiteralString = (
     + " AND t.deleted_at IS NULL AND t.visible AND t.archetype = 'regular'"
     + " AND c.id <> ALL (ARRAY" + RESTRICTED_CATEGORIES + ")"
 )
+
+
+def public_post_ids(conn: DictConn, post_ids: Sequence[int], min_chars: int = 1) -> list[int]:
+    """The public posts among ``post_ids`` (at least ``min_chars`` long), in id order."""
+    rows = conn.execute(
+        sql.SQL("SELECT p.id FROM posts p {joins} WHERE p.id = ANY(%s) AND {public}"
+                " AND length(p.raw) >= %s ORDER BY p.id").format(
+            joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        (list(post_ids), min_chars),
+    ).fetchall()
+    return [int(r["id"]) for r in rows]
+
+
+def public_posts_in_scope(conn: DictConn, *, topic_ids: Sequence[int] = (),
+                          category_ids: Sequence[int] = (), min_chars: int = 1) -> list[int]:
+    """Public posts of these topics, or of the topics of these categories and their
+    subcategories at any depth."""
+    rows = conn.execute(
+        sql.SQL(
+            """
+            SELECT p.id FROM posts p {joins}
+            WHERE {public} AND length(p.raw) >= %(min_chars)s
+              AND (t.id = ANY(%(topics)s::int[]) OR c.id IN {subtree})
+            ORDER BY t.bumped_at DESC, t.id DESC, p.post_number
+            """
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 subtree=sql.SQL(category_subtree("SELECT unnest(%(cats)s::int[])"))),
+        {"topics": list(topic_ids), "cats": list(category_ids), "min_chars": min_chars},
+    ).fetchall()
+    return [int(r["id"]) for r in rows]

@@ -64,6 +64,11 @@ class EvalDataset:
         """The queries the metrics average over: those with at least one relevant topic."""
         return [q for q in self.queries if q.has_relevant_topic(min_grade)]
 
+    @property
+    def has_details(self) -> bool:
+        """Whether its questions come with details (read with ``--query title+body``)."""
+        return any(q.details for q in self.queries)
+
 
 def _read_qrels(path: Path, errors: list[str]) -> dict[str, dict[int, int]]:
     out: dict[str, dict[int, int]] = {}

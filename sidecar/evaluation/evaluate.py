@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from models.protocols import Embedder, Reranker
-from sidecar.bench.report import machine
 from sidecar.db.forum_read import forum_counts
 from sidecar.evaluation import configs as cfg
 from sidecar.evaluation.dataset import judgements_digest, load_dataset
@@ -18,6 +17,7 @@ from sidecar.evaluation.report import to_json
 from sidecar.evaluation.runner import run_matrix
 from sidecar.evaluation.stages import STAGES, build_stages
 from sidecar.evaluation.state import EvalState, model_identity, prepare_state
+from sidecar.machine import machine
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,9 @@ def run_evaluation(
         available = [name for name, stage in stages.items() if stage is not None]
         matrix = cfg.select(config_names, baseline, available_stages=available)
         if not config_names or cfg.SERVED in config_names:
-            matrix.configs.append(cfg.served(res.profile.config, res.profile.source))
+            # Queries with details are served what the profile chose for that shape.
+            config = res.profile.config_for(details=dataset.has_details)
+            matrix.configs.append(cfg.served(config, res.profile.source))
         if res.reranker_error:
             for name in [c.name for c in wanted.configs if c.stages]:
                 matrix.skipped.setdefault(name, f"cross-encoder failed to load: "

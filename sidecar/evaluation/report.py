@@ -132,8 +132,12 @@ def to_markdown(doc: dict[str, Any]) -> str:
               and c["kind"] in ("baseline", "served")]
     if served:
         config = doc["meta"].get("service_config", {})
-        lines += ["", f"Served configuration ({config.get('source', '?')}): "
-                      f"`{config.get('served')}`", "",
+        # Questions with details are served the profile's slot for that shape, if it has one.
+        shape = "served_with_details" if "+" in doc["meta"].get("query_fields", "") \
+            and config.get("served_with_details") else "served"
+        what = f"{config.get('source', '?')}" + (", queries with details" if shape != "served"
+                                                 else "")
+        lines += ["", f"Served configuration ({what}): `{config.get(shape)}`", "",
                   "| Served vs | ΔMRR@10 [95% CI] | ΔHit@5 [95% CI] | ΔnDCG@10 [95% CI] | W/L/T |",
                   "|---|---|---|---|---|"]
         for c in served:

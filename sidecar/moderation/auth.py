@@ -30,6 +30,7 @@ import redis
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from pydantic import SecretStr
 
+from models.web.auth import token_matches
 from sidecar.errors import ServiceUnavailable
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class ModeratorAuth:
 
     def check_key(self, candidate: str) -> bool:
         """Constant-time comparison with the configured key."""
-        return bool(self._key) and hmac.compare_digest(candidate.encode(), self._key or b"")
+        return token_matches(candidate, self._key or b"")
 
     def _redis_call(self, call: Callable[[], T]) -> T:
         try:

@@ -93,7 +93,7 @@ def with_propensity(
 
 def counts(queries: Iterable[Judged]) -> dict[str, int]:
     """Judged queries per source (every source named, 0 when it gave none)."""
-    out = dict.fromkeys(SOURCES, 0)
+    out: dict[str, int] = dict.fromkeys(SOURCES, 0)
     for q in queries:
         out[q.source] += 1
     return out

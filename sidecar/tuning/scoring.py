@@ -105,10 +105,10 @@ class ScoreTable:
     def save(self, path: Path) -> None:
         """Every per-query score, with the candidates' and queries' names, as .npz."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, Any] = {k.replace("@", "_at_"): v for k, v in self.scores.items()}
         np.savez_compressed(path, candidates=np.array([c.name for c in self.candidates]),
                             queries=np.array([q.id for q in self.queries]),
-                            weights=self.weights, **{k.replace("@", "_at_"): v
-                                                     for k, v in self.scores.items()})
+                            weights=self.weights, **arrays)
 
     def means(self, row: int) -> dict[str, float]:
         """Weighted means of one candidate's metrics."""

@@ -84,8 +84,9 @@ def tune(table: ScoreTable, references: dict[str, Candidate], *, folds: int = 5,
     for ref_name, ref in references.items():
         row = table.index(ref.name)
         comparisons[ref_name] = {
-            metric: m.compare(cv.held_out_scores(values), values[row], resamples=resamples,
-                              seed=seed, weights=w)
+            # Lists: compare() takes any sequence of floats (one query's score each).
+            metric: m.compare(cv.held_out_scores(values).tolist(), values[row].tolist(),
+                              resamples=resamples, seed=seed, weights=w.tolist())
             for metric, values in table.scores.items()}
     served = table.candidates[cv.final]
     fallback = None

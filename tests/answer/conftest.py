@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from models.protocols import Reranker
+from sidecar.profile import load_served
 from sidecar.search import SearchService
 from tests.answer.ollama_server import OllamaServer
 from tests.conftest import demo_forum
@@ -62,9 +63,14 @@ def variant(base: Any, *, reranker: Reranker | None = None, reranker_error: str 
     """
     values = {"queue_prefix": f"t{uuid.uuid4().hex[:10]}", **overrides}
     settings = base.settings.model_copy(update=values)
+    # As the resources do at start-up: the served configuration from these settings (and a
+    # profile, if the state directory holds one).
+    served = load_served(settings, base.model.name)
     search = SearchService(base.db, base.embedder, base.model, settings,
-                           iterative_scan=base.search.iterative_scan)
-    return dataclasses.replace(base, settings=settings, search=search, reranker=reranker,
+                           iterative_scan=base.search.iterative_scan, served=served.config,
+                           served_details=served.details_config)
+    return dataclasses.replace(base, settings=settings, search=search, profile=served,
+                               reranker=reranker,
                                reranker_error=reranker_error, extras={})
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import API_KEY
+
 SEARCH = "/v1/search"
 
 
@@ -16,6 +18,13 @@ def test_every_v1_route_needs_the_key(client: Any) -> None:
         assert resp.json["error"]["code"] == "unauthorized"
     assert client.get("/v1/openapi.json").status_code == 401
     assert client.get("/v1/unknown-route").status_code == 401  # nothing leaks without the key
+
+
+def test_the_bearer_scheme_is_case_insensitive(client: Any) -> None:
+    for scheme in ("Bearer", "bearer", "BEARER"):  # RFC 7235 §2.1
+        resp = client.post(SEARCH, json={"query": "zfs"},
+                           headers={"Authorization": f"{scheme} {API_KEY}"})
+        assert resp.status_code == 200, scheme
 
 
 def test_health_ready_and_metrics_are_open(client: Any, auth: dict[str, str]) -> None:

@@ -147,7 +147,9 @@ def test_an_exiting_worker_is_marked_dead(tmp_path: Path, monkeypatch: pytest.Mo
 
     # prepare_metrics_dir switches this process to multiprocess values: undone afterwards.
     monkeypatch.setattr(values, "ValueClass", values.ValueClass)
-    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    # Recorded before prepare_metrics_dir exports the directory, so that export is undone too
+    # (delenv of an absent name records nothing: the directory would leak into later tests).
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
     directory = tmp_path / "metrics"
     directory.mkdir()
     (directory / "counter_1.db").write_bytes(b"from an earlier run")

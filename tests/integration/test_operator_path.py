@@ -84,7 +84,7 @@ def test_the_readme_production_commands_answer_a_search(
             exports.update(dict(pair.split("=", 1) for pair in words))
         elif line.startswith("sidecar "):
             commands.append(line)
-    assert [c.split()[1] for c in commands] == ["db", "worker", "backfill", "serve"]
+    assert [c.split()[1] for c in commands] == ["db", "worker", "backfill", "keyword", "serve"]
     # The URLs and the key of this test in place of the README's examples; nothing else.
     exports.update(DATABASE_URL=forum_db, REDIS_URL=redis_url, SIDECAR_API_KEY=KEY)
     port = free_port()

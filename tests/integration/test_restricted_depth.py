@@ -70,11 +70,13 @@ def test_the_importer_reports_posts_hidden_at_any_depth(forum: dict[str, Any]) -
                                                            - len(PUBLIC_CATEGORIES))}
 
 
-def test_every_reader_sees_only_the_posts_of_public_categories(forum: dict[str, Any]) -> None:
-    from jobs.events import public_post_ids, public_posts_in_scope
+def test_every_reader_sees_only_the_posts_of_public_categories(forum: dict[str, Any],
+                                                               tmp_path: Path) -> None:
+    from sidecar.db import Database
     from sidecar.db.evidence_read import neighbour_posts
     from sidecar.db.forum_read import forum_counts, post_sources, public_posts
-    from sidecar.db.search_sql import keyword_leg
+    from sidecar.db.public import public_post_ids, public_posts_in_scope
+    from sidecar.keyword import KeywordIndex, keyword_leg
 
     every = sorted(_expected(set(CATEGORIES)))
     public = _expected(PUBLIC_CATEGORIES)
@@ -88,9 +90,23 @@ def test_every_reader_sees_only_the_posts_of_public_categories(forum: dict[str, 
         near = neighbour_posts(conn, anchors, 1)  # evidence neighbours
         assert {p.post_id for found in near.values() for p in found} == \
             {1001 + 10 * c for c in PUBLIC_CATEGORIES}
-        for cid in CATEGORIES:
-            hits = keyword_leg(conn, ts_config="english", query=f"canary{cid}", k=10)
-            assert {h.post_id for h in hits} == (_expected({cid}) & public), cid
+    # The keyword leg: its index holds public posts only, and the filter applies again at
+    # query time.
+    db = Database(forum["url"])
+    db.open()
+    index = KeywordIndex(db, tmp_path / "state")
+    try:
+        index.rebuild()
+        searcher = index.searcher()
+        assert searcher is not None
+        with db.connection() as conn:
+            for cid in CATEGORIES:
+                hits = keyword_leg(conn, searcher, ts_config="english", query=f"canary{cid}",
+                                   k=10)
+                assert {h.post_id for h in hits} == (_expected({cid}) & public), cid
+    finally:
+        index.close()
+        db.close()
 
 
 def test_a_parent_turned_restricted_removes_the_vectors_of_its_whole_subtree(

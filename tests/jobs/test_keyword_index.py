@@ -282,7 +282,7 @@ def test_one_writer_per_node(dummy_res: Resources) -> None:
 
 
 def test_health_shows_the_index(api: Any, dummy_res: Resources) -> None:
-    info = api.get("/v1/health").json["keyword_index"]
+    info = api.get("/v1/health", headers=AUTH).json["keyword_index"]
     assert info["state"] == "ready" and info["docs"] > 100
     assert info["synced_at"] and info["error"] is None
 

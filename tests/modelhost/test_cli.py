@@ -19,7 +19,7 @@ import safetensors.numpy
 from click.testing import CliRunner
 
 from models import OnnxEmbedder, load_reranker, read_manifest
-from models.export.native import build_random_encoder
+from models.export.random_weights import build_random_encoder
 from models.tiny import tiny_bert_config
 from models.tokenization import TOKENIZER_FILE
 from sidecar.cli import main

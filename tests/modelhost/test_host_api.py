@@ -242,8 +242,9 @@ def test_api_key_protects_everything_but_health_and_metrics(minilm: OnnxEmbedder
         assert resp.status_code == 401 and resp.json["error_type"] == "unauthorized"
     assert client.get("/info").status_code == 401
     assert client.get("/health").status_code == 200 and client.get("/metrics").status_code == 200
-    ok = client.post("/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer s3cret"})
-    assert ok.status_code == 200
+    for header in ("Bearer s3cret", "bearer s3cret", "BEARER  s3cret"):  # RFC 7235: any case
+        ok = client.post("/embed", json={"inputs": "a"}, headers={"Authorization": header})
+        assert ok.status_code == 200, header
     close_host_app(app)
 
 

@@ -17,7 +17,8 @@ from models import (
     make_tiny_cross_encoder,
     write_manifest,
 )
-from models.export.native import build_random_encoder, export_encoder
+from models.export.native import export_encoder
+from models.export.random_weights import build_random_encoder
 from models.manifest import compute_checksum
 from models.presets import minilm_dir
 

@@ -14,13 +14,8 @@ import pytest
 import safetensors.numpy
 
 from models import ModelError
-from models.export.native import (
-    OPSET,
-    build_random_encoder,
-    export_encoder,
-    export_native,
-    is_supported,
-)
+from models.export.native import OPSET, export_encoder, export_native, is_supported
+from models.export.random_weights import build_random_encoder
 from models.export.weights import _read_bfloat16_file, load_weights
 from models.manifest import compute_checksum, external_data_files
 from models.tiny import tiny_bert_config

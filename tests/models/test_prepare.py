@@ -19,7 +19,8 @@ from models import (
     prepare_model,
     read_manifest,
 )
-from models.export.native import build_random_encoder, export_encoder
+from models.export.native import export_encoder
+from models.export.random_weights import build_random_encoder
 from models.manifest import compute_checksum
 from models.presets import find_preset, minilm_dir
 from models.tiny import tiny_bert_config

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from models import OnnxEmbedder
-from models.export.native import build_random_encoder, export_native
+from models.export.native import export_native
+from models.export.random_weights import build_random_encoder
 from models.presets import minilm_dir
 from models.tiny import tiny_bert_config
 

@@ -32,6 +32,12 @@ def test_needs_the_moderator_key(mod_client: Any, header: str | None) -> None:
         assert resp.json["error"]["code"] == "unauthorized"
 
 
+def test_the_bearer_scheme_is_case_insensitive(mod_client: Any) -> None:
+    for scheme in ("Bearer", "bearer", "BEARER"):  # RFC 7235 §2.1
+        resp = mod_client.get(LIST, headers={"Authorization": f"{scheme} {MODERATOR_KEY}"})
+        assert resp.status_code == 200, scheme
+
+
 def test_repeated_wrong_keys_are_throttled(mod_client: Any, api_auth: dict[str, str]) -> None:
     statuses = [mod_client.get(LIST, headers={"Authorization": "Bearer nope"}).status_code
                 for _ in range(12)]
