@@ -144,6 +144,7 @@ def backfill_start() -> ResponseReturnValue:
     return respond(RunAnswer, {"run": run}, 202)
 
 
+# Run ids are bigints: a larger one matches no route (a 404), it never reaches PostgreSQL.
 @bp.post(f"/v1/admin/backfill/<int(max={2**63 - 1}):run_id>/<any(pause, resume, stop):action>")
 @documented(tag="admin", response=RunAnswer, errors=(401, 404, 409),
             summary="Pause, resume or stop a backfill run (action: pause, resume or stop).")
