@@ -62,7 +62,8 @@ class RetrievalDetail(ReviewItem):
     """`GET /v1/moderation/retrievals/{retrieval_id}`: everything stored about a retrieval."""
 
     conversation: list[dict[str, Any]] = Field(description="The messages as received.")
-    scores: list[float] = Field(description="Relevance of each evidence item, in order.")
+    scores: list[float | None] = Field(
+        description="Relevance of each evidence item, in order (null: the scorer gave none).")
     evidence: list[dict[str, Any]] = Field(description="The evidence as /v1/retrieve answered.")
     trace: list[dict[str, Any]]
     candidates: list[dict[str, Any]] = Field(
