@@ -221,7 +221,8 @@ def run(ctx: BenchContext) -> list[BenchTable]:
     n = QUICK_VECTORS if ctx.quick else FULL_VECTORS
     n_queries = QUICK_QUERIES if ctx.quick else FULL_QUERIES
     n = int(ctx.extras.get("vectors", n))
-    admin = ctx.settings.database_url or embedded_postgres_url(ctx.settings.state_dir / "bench")
+    admin = ctx.settings.database_url or embedded_postgres_url(
+        ctx.settings.state_dir / "bench", ctx.settings.embedded_pg_shared_buffers)
     tables: list[BenchTable] = []
     raw: list[dict[str, Any]] = []
     with scratch_database(admin, "vectors") as url:
