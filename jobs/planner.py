@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobs.context import JobContext
-from jobs.runs import Run, get_run, save_plan
+from sidecar.db.backfill_runs import Run, RunStatus, get_run, save_plan
 from sidecar.db.embeddings import Candidate, mark_checked
 from sidecar.indexing import Indexer
 from sidecar.keyword.changes import catch_up
@@ -95,7 +95,7 @@ def plan_run(ctx: JobContext, run_id: int) -> Run:
     db = ctx.resources.db
     with db.connection() as conn:
         run = get_run(conn, run_id)
-    if run.status != "planning":
+    if run.status != RunStatus.PLANNING:
         return run
     # The keyword indexes' drift sweep: what changed without an event goes to their change log.
     catch_up(db, keep_days=ctx.settings.keyword_log_days)

@@ -11,10 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobs import driver
 from jobs.queues import report
-from jobs.runs import change_status, get_run, list_runs, parse_until
+from jobs.runs import change_status, parse_until
 from sidecar.api.context import get_resources, parse_body
 from sidecar.api.openapi import documented
 from sidecar.api.schemas import StrictRequest
+from sidecar.db.backfill_runs import get_run, list_runs
 
 bp = Blueprint("admin", __name__)
 
