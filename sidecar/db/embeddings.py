@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 import numpy as np
 import psycopg
@@ -223,9 +224,15 @@ def delete_not_public(
     return cur.rowcount
 
 
-# Backfill phases, in the order they are worked: posts with no vector for (model, strategy);
-# vectors of an older model or strategy version; posts touched since their last check (drift).
-PHASES: tuple[str, ...] = ("missing", "outdated", "drift")
+class Phase(StrEnum):
+    """Why a post is a backfill candidate (a batch's stored ``phase``), in the order worked."""
+
+    MISSING = "missing"  # no vector for (model, strategy)
+    OUTDATED = "outdated"  # a vector of an older model or strategy version
+    DRIFT = "drift"  # touched since its last check
+
+
+PHASES: tuple[Phase, ...] = tuple(Phase)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +240,7 @@ class Candidate:
     """A public post that may need (re-)embedding, with why and its stored digest."""
 
     post_id: int
-    phase: str
+    phase: Phase
     digest: str | None
 
 
