@@ -127,7 +127,7 @@ def test_limit_and_locale(make_client: Callable[..., Any]) -> None:
     client = make_client()
     body = retrieve(client, WIREGUARD, limit=3, locale="fr-FR")
     assert len(body["evidence"]) == 3
-    assert stored(client, body)["locale"] == "fr-FR"
+    assert stored(client, body).locale == "fr-FR"
     assert steps(body)["rerank"]["detail"]["candidates"] >= 20
 
 
@@ -154,7 +154,7 @@ def test_cross_encoder_reranks_with_the_standalone_question(
     assert np.allclose(scores, expected, atol=1e-4)
 
     # The kept items are the best of the wide list.
-    candidates = stored(client, body)["candidates"]
+    candidates = stored(client, body).candidates
     kept = {e["topic_id"] for e in body["evidence"]}
     worst_kept = min(scores)
     assert all(c["score"] <= worst_kept + 1e-9 for c in candidates if c["topic_id"] not in kept)
@@ -267,7 +267,7 @@ def test_follow_up_condensed_then_served_from_cache(
     assert second["query"] == REWRITE and second["query_source"] == "cache"
     assert second["evidence"] == first["evidence"]
     assert fake_ollama.chat_calls == 1  # no LLM call the second time
-    assert stored(client, second)["query_source"] == "cache"
+    assert stored(client, second).query_source == "cache"
 
     assert metric(client, "sidecar_condense_total", source="llm") == 1
     assert metric(client, "sidecar_condense_total", source="cache") == 1
