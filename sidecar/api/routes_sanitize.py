@@ -5,14 +5,14 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-from flask import Blueprint, jsonify
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from sidecar.answer.sanitize_service import SanitizeService
-from sidecar.api.context import get_resources, parse_body
+from sidecar.api.context import get_resources, parse_body, respond
 from sidecar.api.openapi import documented
-from sidecar.api.schemas import StrictRequest
+from sidecar.api.schemas import ResponseModel, StrictRequest
 from sidecar.core.sanitize import MAX_TEXT_CHARS
 
 bp = Blueprint("sanitize", __name__)
@@ -27,7 +27,7 @@ class SanitizeRequest(StrictRequest):
         "characters; longer is a 413)."))
 
 
-class CitationModel(BaseModel):
+class CitationModel(ResponseModel):
     """A citation kept in the answer, linked to the post as it is now."""
 
     n: int
@@ -37,7 +37,7 @@ class CitationModel(BaseModel):
     title: str
 
 
-class RemovalModel(BaseModel):
+class RemovalModel(ResponseModel):
     """Something removed from the answer."""
 
     kind: Literal["citation", "link", "html"]
@@ -45,7 +45,7 @@ class RemovalModel(BaseModel):
     reason: str
 
 
-class SanitizeResponse(BaseModel):
+class SanitizeResponse(ResponseModel):
     """`POST /v1/sanitize` answer."""
 
     text: str = Field(description="Markdown: the answer with checked links, Sources and a call "
@@ -63,12 +63,12 @@ def _service() -> SanitizeService:
 
 
 @bp.post("/v1/sanitize")
-@documented(path="/v1/sanitize", method="post", tag="answer", request=SanitizeRequest,
-            response=SanitizeResponse, errors=(400, 401, 404, 413, 422),
+@documented(tag="answer", request=SanitizeRequest, response=SanitizeResponse,
+            errors=(400, 401, 404, 413, 422),
             summary="Rewrite [[n]] citations into links to public posts of that retrieval and "
                     "remove every other link, image and HTML tag.")
 def sanitize() -> ResponseReturnValue:
     """Sanitize one answer against its retrieval, re-checking now that each post is public."""
     body = parse_body(SanitizeRequest)
     result = _service().sanitize(str(body.retrieval_id), body.text)
-    return jsonify(result.as_dict())
+    return respond(SanitizeResponse, result)
