@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.env import open_env
-from jobs.runs import registered_model
 from models import load_embedder
 from models.protocols import Embedder
-from sidecar.db.embeddings import RegisteredModel
+from sidecar.db.embeddings import RegisteredModel, registered_model
 from sidecar.errors import ConfigurationError
 from sidecar.indexing import Indexer
 from sidecar.resources import Resources, start_resources

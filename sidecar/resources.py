@@ -16,7 +16,7 @@ from models.client_apis import remote_embedder
 from models.protocols import Embedder, Reranker
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, register_model
-from sidecar.db.migrate import check_current, parse_version, upgrade
+from sidecar.db.migrate import check_current, parse_version, pgvector_version, upgrade
 from sidecar.db.pool import DictConn
 from sidecar.errors import ConfigurationError
 from sidecar.model_setup import ensure_model
@@ -137,9 +137,8 @@ def start_resources(
     db = Database(urls.database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
     db.open()
     with db.connection() as conn:
-        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                           ).fetchone()
-    pgvector = str(row["extversion"]) if row else str(info["pgvector"] if info else "")
+        version = pgvector_version(conn)
+    pgvector = version if version is not None else str(info["pgvector"] if info else "")
     redis_client = redis.Redis.from_url(urls.redis_url)
     owned: list[Any] = []
     if embedder is None:
