@@ -30,6 +30,12 @@ def init_app(app: Flask, res: Resources) -> None:
     metrics.bind(app)
 
 
+def resources_of(app: Flask) -> Resources | None:
+    """The resources attached to ``app``, if any (outside a request: gunicorn's hooks)."""
+    res: Resources | None = app.extensions.get(_RESOURCES)
+    return res
+
+
 def get_resources() -> Resources:
     """The resources attached to the running app at start-up."""
     res: Resources = current_app.extensions[_RESOURCES]

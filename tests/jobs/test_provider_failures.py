@@ -49,7 +49,7 @@ def test_terminal_errors_pause_the_run_then_resume_finishes_it(
         assert vector_rows(res.urls.database_url, res.model.id) == []
 
         # The key is fixed; the operator resumes.
-        res.embedder = healthy
+        res.loaded_models().embedder = healthy
         with res.db.connection() as conn:
             change_status(conn, run.id, "resume")
         driver.reconcile(res, run.id)
