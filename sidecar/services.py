@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sidecar import pgconf
 from sidecar.errors import ConfigurationError
 from sidecar.settings import Settings
 
@@ -37,8 +38,12 @@ class ServiceUrls:
     embedded_redis: bool
 
 
-def embedded_postgres_url(state_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL 18 + pgvector and return its URL."""
+def embedded_postgres_url(state_dir: Path, shared_buffers: str = "auto") -> str:
+    """Start (or join) the embedded PostgreSQL 18 + pgvector and return its URL.
+
+    ``shared_buffers``: ``auto`` (a quarter of the machine's memory) or a size such as
+    ``2GB``; written to the data directory before the server starts (:mod:`sidecar.pgconf`).
+    """
     key = f"pg:{state_dir.resolve()}"
     if key not in _HANDLES:
         try:
@@ -55,7 +60,17 @@ def embedded_postgres_url(state_dir: Path) -> str:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers); it falls back fine.
             warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-            _HANDLES[key] = pgserver.get_server(pgdata, cleanup_mode="stop")
+            server = pgserver.get_server(pgdata, cleanup_mode="stop", start=False)
+            # pgserver's own inter-process lock: no other process runs initdb or starts the
+            # server between our initdb and our settings.
+            with server._lock:
+                server.ensure_pgdata_inited()
+                settings = pgconf.memory_settings(shared_buffers, pgconf.machine_memory())
+                if pgconf.write_conf(pgdata, settings):
+                    log.info("the embedded PostgreSQL is already running: its new settings "
+                             "apply when it restarts")
+            server.start()
+            _HANDLES[key] = server
     url: str = _HANDLES[key].get_uri()
     return url
 
@@ -107,7 +122,8 @@ def embedded_redis_url(state_dir: Path) -> str:
 
 def resolve_services(settings: Settings) -> ServiceUrls:
     """The URLs of the database and Redis, starting the embedded ones where none is configured."""
-    db_url = settings.database_url or embedded_postgres_url(settings.state_dir)
+    db_url = settings.database_url or embedded_postgres_url(
+        settings.state_dir, settings.embedded_pg_shared_buffers)
     redis_url = settings.redis_url or embedded_redis_url(settings.state_dir)
     return ServiceUrls(
         database_url=db_url,

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import parse_weights
+from sidecar.pgconf import check_memory
 
 # PostgreSQL text search configurations are identifiers; we only check the shape here and let the
 # server say whether it knows the configuration.
@@ -38,6 +39,9 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, validation_alias=AliasChoices("REDIS_URL", "SIDECAR_REDIS_URL")
     )
+    # shared_buffers of the embedded PostgreSQL only: "auto" (a quarter of the memory) or a
+    # size such as "2GB" (sidecar/pgconf.py); applied when it starts.
+    embedded_pg_shared_buffers: str = "auto"
     db_pool_min: int = 1
     db_pool_max: int = 8
 
@@ -179,6 +183,11 @@ class Settings(BaseSettings):
         if not _TS_CONFIG.match(value):
             raise ValueError(f"not a text search configuration name: {value!r}")
         return value
+
+    @field_validator("embedded_pg_shared_buffers")
+    @classmethod
+    def _check_shared_buffers(cls, value: str) -> str:
+        return check_memory(value)
 
     @field_validator("fusion_weights")
     @classmethod

@@ -115,7 +115,8 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
     ensure_model(settings)
     embedder = _Timed(load_embedder(settings))
     bench_dir = settings.state_dir / "bench"
-    admin = settings.database_url or embedded_postgres_url(bench_dir)
+    admin = settings.database_url or embedded_postgres_url(
+        bench_dir, settings.embedded_pg_shared_buffers)
     with scratch_database(admin, "backfill") as url:
         scratch = settings.model_copy(update={
             "database_url": url, "redis_url": embedded_redis_url(bench_dir),

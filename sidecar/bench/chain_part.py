@@ -208,7 +208,8 @@ def run(ctx: BenchContext) -> list[BenchTable]:
     """Both dimensions, on a 100,000-post forum (``--quick``: 10,000)."""
     topics = int(ctx.extras.get("topics", QUICK_TOPICS if ctx.quick else FULL_TOPICS))
     rounds = int(ctx.extras.get("rounds", QUICK_ROUNDS if ctx.quick else FULL_ROUNDS))
-    admin = ctx.settings.database_url or embedded_postgres_url(ctx.settings.state_dir / "bench")
+    admin = ctx.settings.database_url or embedded_postgres_url(
+        ctx.settings.state_dir / "bench", ctx.settings.embedded_pg_shared_buffers)
     tables: list[BenchTable] = []
     raw: list[dict[str, Any]] = []
     with scratch_database(admin, "chain") as url:

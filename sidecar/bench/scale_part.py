@@ -129,7 +129,7 @@ class ScaleRun:
             "first page against the same pipeline over that exact list. * = product default.",
         ]
         admin = self.settings.database_url or embedded_postgres_url(
-            self.settings.state_dir / "bench")
+            self.settings.state_dir / "bench", self.settings.embedded_pg_shared_buffers)
         for n in self.sizes:
             with scratch_database(admin, "scale") as url:
                 self.run_size(url, n)

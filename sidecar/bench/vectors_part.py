@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults, which the sidecar'
 BINARY_OVERFETCH = (4, 10)  # candidates = 10 x overfetch, re-ranked exactly
 K = 10
 WARMUP = 10
+TOAST_THRESHOLD = 2032  # bytes: PostgreSQL's TOAST_TUPLE_THRESHOLD with 8 kB pages
 
 
 @dataclass
@@ -58,6 +59,9 @@ def _load(conn: psycopg.Connection[Any], table: str, dims: int, n: int, seed: in
     space = vecdata.ClusteredSphere(dims, n, seed=seed)
     conn.execute(sql.SQL("CREATE TABLE {} (id int4 NOT NULL, embedding halfvec({}) NOT NULL)")
                  .format(sql.Identifier(table), sql.Literal(dims)))
+    # As the sidecar's own table (migration 0005): each vector kept in its row.
+    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding SET STORAGE MAIN").format(
+        sql.Identifier(table)))
     blocks = []
     started = time.perf_counter()
     with conn.cursor() as cur, cur.copy(
@@ -87,6 +91,14 @@ def _build(conn: psycopg.Connection[Any], name: str, ddl: sql.Composed, mem: str
     seconds = time.perf_counter() - started
     row = conn.execute("SELECT pg_relation_size(%s::regclass)", (name,)).fetchone()
     return seconds, int(row[0]) if row else 0
+
+
+def _bit_ddl(table: str, dims: int) -> sql.Composed:
+    return sql.SQL(
+        "CREATE INDEX {} ON {} USING hnsw ((binary_quantize(embedding)::bit({}))"
+        " bit_hamming_ops) WITH (m = {}, ef_construction = {})").format(
+        sql.Identifier(f"{table}_bit"), sql.Identifier(table), sql.Literal(dims),
+        sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION))
 
 
 def _methods(table: str, dims: int) -> list[Method]:
@@ -169,12 +181,23 @@ def bench_dims(url: str, dims: int, n: int, n_queries: int, seed: int = 0
                 " WITH (m = {}, ef_construction = {})").format(
                 sql.Identifier(f"{table}_cos"), sql.Identifier(table),
                 sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION)), mem),
-            f"{table}_bit": _build(conn, f"{table}_bit", sql.SQL(
-                "CREATE INDEX {} ON {} USING hnsw ((binary_quantize(embedding)::bit({}))"
-                " bit_hamming_ops) WITH (m = {}, ef_construction = {})").format(
-                sql.Identifier(f"{table}_bit"), sql.Identifier(table), sql.Literal(dims),
-                sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION)), mem),
+            f"{table}_bit": _build(conn, f"{table}_bit", _bit_ddl(table, dims), mem),
         }
+        methods = _methods(table, dims)
+        if dims * 2 + 8 > TOAST_THRESHOLD:
+            # The baseline, side by side: the same rows with halfvec's default storage, which
+            # moves a vector of this size out of line (what the sidecar did before 0005).
+            outside = f"{table}_ext"
+            for step in ("CREATE TABLE {t} (LIKE {s})",
+                         "ALTER TABLE {t} ALTER COLUMN embedding SET STORAGE EXTERNAL",
+                         "INSERT INTO {t} SELECT * FROM {s}", "VACUUM ANALYZE {t}"):
+                conn.execute(sql.SQL(step).format(t=sql.Identifier(outside),
+                                                  s=sql.Identifier(table)))
+            builds[f"{outside}_bit"] = _build(conn, f"{outside}_bit",
+                                              _bit_ddl(outside, dims), mem)
+            methods += [replace(m, name=f"{m.name}, vector out of line")
+                        for m in _methods(outside, dims)
+                        if m.index is None or (m.candidates and m.ef_search == 100)]
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
         queries = [HalfVector(q.astype(np.float32)) for q in queries16]
         rows: list[list[Any]] = []
@@ -184,12 +207,13 @@ def bench_dims(url: str, dims: int, n: int, n_queries: int, seed: int = 0
                  f"pgvector {pgvector}.",
                  f"binary COPY load: {load_s:.1f} s ({n / load_s:,.0f} vectors/s); table "
                  f"{table_bytes / 2**20:,.0f} MB, of which TOAST {toast_bytes / 2**20:,.0f} MB "
-                 "(a row over ~2 kB is stored out of line: every exact distance detoasts)."]
+                 "(vectors kept in their rows, storage MAIN, as the sidecar's table; rows "
+                 "marked 'out of line': a copy with halfvec's default storage, EXTERNAL)."]
         raw["load_s"] = load_s
         raw["table_bytes"] = table_bytes
         raw["toast_bytes"] = toast_bytes
         raw["methods"] = []
-        for method in _methods(table, dims):
+        for method in methods:
             subset = queries[:EXACT_QUERIES] if method.index is None else queries
             _configure(conn, method)
             if not _plan_uses(conn, method, subset[0]):
@@ -209,7 +233,8 @@ def bench_dims(url: str, dims: int, n: int, n_queries: int, seed: int = 0
                                    "queries": len(subset), "ms": ms})
         notes.append(f"exact scan timed on {min(EXACT_QUERIES, n_queries)} queries (parallel "
                      "sequential scan); its recall is the check of the numpy ground truth.")
-        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+            sql.Identifier(table), sql.Identifier(f"{table}_ext")))
     title = f"Vector search: {n:,} x {dims} dims"
     columns = ["method", "ef_search", "candidates", "build s", "index MB", "recall@10",
                "p50 ms", "p95 ms"]
@@ -221,7 +246,8 @@ def run(ctx: BenchContext) -> list[BenchTable]:
     n = QUICK_VECTORS if ctx.quick else FULL_VECTORS
     n_queries = QUICK_QUERIES if ctx.quick else FULL_QUERIES
     n = int(ctx.extras.get("vectors", n))
-    admin = ctx.settings.database_url or embedded_postgres_url(ctx.settings.state_dir / "bench")
+    admin = ctx.settings.database_url or embedded_postgres_url(
+        ctx.settings.state_dir / "bench", ctx.settings.embedded_pg_shared_buffers)
     tables: list[BenchTable] = []
     raw: list[dict[str, Any]] = []
     with scratch_database(admin, "vectors") as url:

@@ -178,7 +178,8 @@ def prepare_state(
     started = time.perf_counter()
     strategy_list = sorted(set(strategies))
     digest = forum_digest(dump)
-    admin_url = settings.database_url or embedded_postgres_url(settings.state_dir / "eval")
+    admin_url = settings.database_url or embedded_postgres_url(
+        settings.state_dir / "eval", settings.embedded_pg_shared_buffers)
     name = database_name(digest, settings.ts_config)
     url = _ensure_database(admin_url, name)
     res = start_resources(eval_settings(settings, url), embedder=embedder, reranker=reranker)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,23 @@ def test_vectors_part_small_run(tmp_path: Path, db_url: str, redis_url: str) -> 
         left = conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE "
                             "'sidecar_bench_vectors_%'").fetchone()
     assert left is not None and left[0] == 0
+
+
+def test_vectors_stay_in_their_rows_and_the_out_of_line_baseline_runs_beside(
+        tmp_path: Path, db_url: str, redis_url: str) -> None:
+    """1,024 dims: the sidecar's storage keeps vectors inline (no TOAST); the bench times the
+    old out-of-line layout side by side, on the same rows, with the same answers."""
+    settings = make_settings(tmp_path, db_url, redis_url)
+    ctx = BenchContext(settings, tmp_path / "out", quick=True,
+                       extras={"vectors": 1500, "dims": (1024,)})
+    ctx.out_dir.mkdir(parents=True)
+    [table] = vectors_part.run(ctx)
+    rows: dict[tuple[Any, Any], list[Any]] = {(r[0], r[1]): r for r in table.rows}
+    recall = table.columns.index("recall@10")
+    assert rows[("exact scan", None)][recall] >= 0.99
+    assert rows[("exact scan, vector out of line", None)][recall] >= 0.99
+    inline = rows[("binary HNSW x4 + re-rank", 100)][recall]
+    assert rows[("binary HNSW x4 + re-rank, vector out of line", 100)][recall] == \
+        pytest.approx(inline, abs=0.05)  # two graphs built apart: close, not equal
+    [raw] = json.loads((ctx.out_dir / "vectors.json").read_text())
+    assert raw["toast_bytes"] < raw["table_bytes"] / 50  # the TOAST table's empty pages only

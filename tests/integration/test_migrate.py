@@ -89,3 +89,33 @@ def test_a_server_without_pgvector_fails_with_a_clear_message() -> None:
         pytest.skip("that server has pgvector")
     with pytest.raises(ConfigurationError, match=r"pgvector >= 0.7"):
         upgrade(url)
+
+
+def test_a_bge_m3_sized_vector_stays_in_its_row(db_url: str) -> None:
+    """1,024 halfvec dims are over TOAST's threshold: they must stay inline all the same, or
+    every exact distance (re-rank, exact scan) reads the TOAST table; 4,000 still fit."""
+    import numpy as np  # only this test writes vectors
+
+    from pgvector.psycopg import register_vector
+
+    from sidecar.db.embeddings import EmbeddingRow, register_model, upsert_embeddings
+
+    upgrade(db_url)
+    rng = np.random.default_rng(0)
+    with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as conn:
+        register_vector(conn)
+        for dims in (1024, 4000):
+            model = register_model(conn, name=f"m{dims}", dimensions=dims, version=1)
+            upsert_embeddings(conn, model, 1, 1, [
+                EmbeddingRow(i, "d", rng.standard_normal(dims).astype(np.float32))
+                for i in range(1, 21)])
+        conn.commit()
+        toast = conn.execute(
+            "SELECT pg_relation_size(reltoastrelid) AS bytes FROM pg_class"
+            " WHERE oid = 'ai_posts_embeddings'::regclass").fetchone()
+        stored = conn.execute(
+            "SELECT count(*) AS n, min(vector_dims(embeddings)) AS lo,"
+            " max(vector_dims(embeddings)) AS hi FROM ai_posts_embeddings").fetchone()
+    assert stored == {"n": 40, "lo": 1024, "hi": 4000}
+    assert toast is not None and toast["bytes"] == 0
+

