@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from jobs import queues
 from jobs.tasks import embed_posts, reindex_scope
@@ -40,11 +40,6 @@ class EventOutcome:
     removed: int = 0
     queued_posts: int = 0
     job_ids: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The 202 body."""
-        return {"event": self.event, "ids": len(self.ids), "vectors_removed": self.removed,
-                "queued_posts": self.queued_posts, "job_ids": self.job_ids}
 
 
 def apply_event(res: Resources, event: str, ids: Sequence[int]) -> EventOutcome:

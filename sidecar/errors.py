@@ -25,13 +25,6 @@ class SidecarError(Exception):
     def __str__(self) -> str:
         return f"{self.message} ({self.internal})" if self.internal else self.message
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON body of the error response."""
-        body: dict[str, Any] = {"error": {"code": self.code, "message": self.message}}
-        if self.details is not None:
-            body["error"]["details"] = self.details
-        return body
-
 
 class InvalidInput(SidecarError):
     """The request is well-formed JSON but says something we cannot accept."""

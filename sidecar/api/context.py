@@ -8,7 +8,7 @@ built on it (``res.retrieval()``, ``res.sanitizer()``, ``res.moderation()``...),
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from flask import Flask, Response, current_app, request
 from pydantic import BaseModel
@@ -53,12 +53,21 @@ def parse_body(model: type[M]) -> M:
     return model.model_validate_json(request.get_data(cache=True) or b"")
 
 
-def respond(model: type[BaseModel], data: dict[str, Any], status: int = 200) -> Response:
+def parse_query(model: type[M]) -> M:
+    """Validate the query string against ``model``, the one the route documents its
+    parameters with; errors become JSON 4xx in ``errors.py``."""
+    return model.model_validate(request.args.to_dict())
+
+
+def respond(model: type[BaseModel], data: object, status: int = 200) -> Response:
     """Serialize ``data`` through the response ``model`` the route documents.
 
-    What leaves is what the OpenAPI description says: a field the model does not declare, or a
-    value of the wrong type, fails here. Keys the route leaves out stay out (``exclude_unset``:
-    the open ``/v1/health`` says only ``{"status": "ok"}``).
+    ``data`` is a dict, an instance of ``model``, or an object whose attributes the model reads
+    (a core dataclass: ``from_attributes``). What leaves is what the OpenAPI description says: a
+    field the model does not declare, or a value of the wrong type, fails here. Keys the route
+    leaves out stay out (``exclude_unset``: the open ``/v1/health`` says only
+    ``{"status": "ok"}``).
     """
-    body = model.model_validate(data).model_dump_json(exclude_unset=True)
+    validated = model.model_validate(data, from_attributes=True)
+    body = validated.model_dump_json(exclude_unset=True)
     return current_app.response_class(body, status=status, mimetype="application/json")

@@ -13,12 +13,14 @@ import re
 import uuid
 from typing import Any
 
-from flask import Flask, Response, g, jsonify, request
+from flask import Flask, Response, g, request
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException
 
 from models.errors import ModelError, ModelInputError
+from sidecar.api.context import respond
+from sidecar.api.schemas import ErrorResponse
 from sidecar.errors import SidecarError
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,12 @@ def _server_error(status: int, body: dict[str, Any], detail: str,
     log.error("request %s from %s %s %s failed (%d): %s", rid, request.remote_addr,
               request.method, request.path, status, detail, exc_info=exc_info)
     body["error"]["request_id"] = rid
-    return jsonify(body), status
+    return _error(body, status)
+
+
+def _error(body: dict[str, Any], status: int) -> Response:
+    # Through the model every route documents its errors with (see openapi.py).
+    return respond(ErrorResponse, body, status)
 
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
@@ -72,27 +79,28 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(SidecarError)
     def _domain(exc: SidecarError) -> ResponseReturnValue:
+        body = _body(exc.code, exc.message, exc.details)
         if exc.status >= 500:
-            return _server_error(exc.status, exc.to_dict(), f"{exc.code}: {exc}")
-        return jsonify(exc.to_dict()), exc.status
+            return _server_error(exc.status, body, f"{exc.code}: {exc}")
+        return _error(body, exc.status)
 
     @app.errorhandler(ValidationError)
     def _validation(exc: ValidationError) -> ResponseReturnValue:
         details = validation_details(exc)
         if any(d["type"] == "json_invalid" for d in details):
-            return jsonify(_body("bad_request", "the request body is not valid JSON",
-                                 details)), 400
+            return _error(_body("bad_request", "the request body is not valid JSON",
+                                details), 400)
         if any(d["type"] == "model_type" for d in details if d["loc"] == "body"):
-            return jsonify(_body("invalid_input", "the request body must be a JSON object",
-                                 details)), 422
-        return jsonify(_body("invalid_input", "the request does not match the schema",
-                             details)), 422
+            return _error(_body("invalid_input", "the request body must be a JSON object",
+                                details), 422)
+        return _error(_body("invalid_input", "the request does not match the schema",
+                            details), 422)
 
     @app.errorhandler(ModelError)
     def _model(exc: ModelError) -> ResponseReturnValue:
         # A remote model host that is down, slow or refusing (see models.client).
         if isinstance(exc, ModelInputError):
-            return jsonify(_body("invalid_input", getattr(exc, "detail", str(exc)))), 422
+            return _error(_body("invalid_input", getattr(exc, "detail", str(exc))), 422)
         return _server_error(503, _body("service_unavailable",
                                         "the model is unavailable right now"),
                              f"model failure: {exc}")
@@ -104,7 +112,7 @@ def register_error_handlers(app: Flask) -> None:
         body = _body(code, exc.description or exc.name or "error")
         if status >= 500:
             return _server_error(status, body, f"{code}: {exc.description}")
-        return jsonify(body), status
+        return _error(body, status)
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> ResponseReturnValue:

@@ -5,16 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from jobs import driver
 from jobs.queues import report
 from jobs.runs import change_status, get_run, list_runs, parse_until
-from sidecar.api.context import get_resources, parse_body
-from sidecar.api.openapi import documented
-from sidecar.api.schemas import StrictRequest
+from sidecar.api.context import get_resources, parse_body, parse_query, respond
+from sidecar.api.openapi import BODY_ERRORS, documented
+from sidecar.api.schemas import IsoDateTime, ResponseModel, StrictRequest
 
 bp = Blueprint("admin", __name__)
 
@@ -24,8 +24,8 @@ class BackfillQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    run: int | None = Field(default=None, gt=0, lt=2**63)
-    limit: int = Field(default=10, ge=1, le=100)
+    run: int | None = Field(default=None, gt=0, lt=2**63, description="One run by id.")
+    limit: int = Field(default=10, ge=1, le=100, description="Most recent runs.")
 
 
 class StartBackfill(StrictRequest):
@@ -39,33 +39,72 @@ class StartBackfill(StrictRequest):
                               description="Take no batch after this local time (HH:MM).")
 
 
-class RunRecord(BaseModel):
-    """A backfill run (see docs/jobs.md for every field)."""
+class RunPhases(ResponseModel):
+    """What the plan found to embed, by reason."""
 
-    model_config = ConfigDict(extra="allow")
+    missing: int = Field(description="Public posts without a vector of this model.")
+    outdated: int = Field(description="Vectors of an older model or strategy version.")
+    drift: int = Field(description="Posts whose text changed since they were embedded.")
+
+
+class RunRecord(ResponseModel):
+    """A backfill run, read from ``jobs.runs.Run`` (see docs/jobs.md for every field)."""
 
     id: int
+    model_id: int
     model_name: str
+    model_version: int
     strategy_id: int
+    strategy_version: int
     status: Literal["planning", "running", "paused", "finished"]
     stop_reason: str | None
     pause_reason: str | None
+    budget: int | None
+    deadline: IsoDateTime | None
+    batch_size: int
+    # Answered grouped, under ``phases``.
+    phase_missing: int = Field(exclude=True)
+    phase_outdated: int = Field(exclude=True)
+    phase_drift: int = Field(exclude=True)
+    swept_unchanged: int
     budgeted: int
+    not_planned: int
     done: int
     skipped_unchanged: int
     skipped_gone: int
     failed: int
-    remaining: int
+    consecutive_errors: int
+    last_error: str | None
+    index_status: str | None
+    plan_job_id: str | None
+    created_at: IsoDateTime
+    started_at: IsoDateTime | None
+    finished_at: IsoDateTime | None
+    updated_at: IsoDateTime
+    remaining: int = Field(description="Budgeted posts no batch has settled yet.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def skipped(self) -> int:
+        """Posts skipped, unchanged or gone."""
+        return self.skipped_unchanged + self.skipped_gone
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def phases(self) -> RunPhases:
+        """The plan's counts by reason."""
+        return RunPhases(missing=self.phase_missing, outdated=self.phase_outdated,
+                         drift=self.phase_drift)
 
 
-class BackfillStatus(BaseModel):
+class BackfillStatus(ResponseModel):
     """`GET /v1/admin/backfill`."""
 
     runs: list[RunRecord]
-    queues: dict[str, Any]
+    queues: dict[str, Any] = Field(description="Jobs per queue and state, or an error.")
 
 
-class RunAnswer(BaseModel):
+class RunAnswer(ResponseModel):
     """A run after an operator's action."""
 
     run: RunRecord
@@ -80,23 +119,21 @@ def _queues() -> dict[str, Any]:
 
 
 @bp.get("/v1/admin/backfill")
-@documented(path="/v1/admin/backfill", method="get", tag="admin", response=BackfillStatus,
+@documented(tag="admin", query=BackfillQuery, response=BackfillStatus, errors=(400, 401, 404, 422),
             summary="Backfill runs (budgeted, done, skipped, failed, remaining, why stopped) "
-                    "and the job queues.",
-            query=(("run", "integer", "One run by id."),
-                   ("limit", "integer", "Most recent runs (1-100, default 10).")))
+                    "and the job queues.")
 def backfill_status() -> ResponseReturnValue:
     """The most recent runs, or one run, with queue counts."""
-    query = BackfillQuery.model_validate(request.args.to_dict())
+    query = parse_query(BackfillQuery)
     res = get_resources()
     with res.db.connection() as conn:
         runs = [get_run(conn, query.run)] if query.run else list_runs(conn, limit=query.limit)
-    return jsonify({"runs": [r.as_dict() for r in runs], "queues": _queues()})
+    return respond(BackfillStatus, {"runs": runs, "queues": _queues()})
 
 
 @bp.post("/v1/admin/backfill")
-@documented(path="/v1/admin/backfill", method="post", tag="admin", request=StartBackfill,
-            response=RunAnswer, status=202, errors=(400, 401, 409, 413, 422, 503),
+@documented(tag="admin", request=StartBackfill, response=RunAnswer, status=202,
+            errors=(*BODY_ERRORS, 409, 503),
             summary="Start a backfill run of the serving model; a worker plans and works it.")
 def backfill_start() -> ResponseReturnValue:
     """Queue a run (409 if one is live for the same model and strategy)."""
@@ -104,12 +141,12 @@ def backfill_start() -> ResponseReturnValue:
     res = get_resources()
     deadline = parse_until(body.until, datetime.now().astimezone()) if body.until else None
     run = driver.start_run(res, strategy=body.strategy, budget=body.budget, deadline=deadline)
-    return jsonify({"run": run.as_dict()}), 202
+    return respond(RunAnswer, {"run": run}, 202)
 
 
-@bp.post("/v1/admin/backfill/<int:run_id>/<any(pause, resume, stop):action>")
-@documented(path="/v1/admin/backfill/{run_id}/{action}", method="post", tag="admin",
-            response=RunAnswer, errors=(401, 404, 409),
+# Run ids are bigints: a larger one matches no route (a 404), it never reaches PostgreSQL.
+@bp.post(f"/v1/admin/backfill/<int(max={2**63 - 1}):run_id>/<any(pause, resume, stop):action>")
+@documented(tag="admin", response=RunAnswer, errors=(401, 404, 409),
             summary="Pause, resume or stop a backfill run (action: pause, resume or stop).")
 def backfill_action(run_id: int, action: str) -> ResponseReturnValue:
     """Change a run's status; a resumed run enqueues its pending batches again."""
@@ -120,4 +157,4 @@ def backfill_action(run_id: int, action: str) -> ResponseReturnValue:
         driver.reconcile(res, run_id)
         with res.db.connection() as conn:
             run = get_run(conn, run_id)
-    return jsonify({"run": run.as_dict()})
+    return respond(RunAnswer, {"run": run})

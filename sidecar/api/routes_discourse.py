@@ -17,13 +17,15 @@ import hmac
 import json
 from typing import Any, Literal
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.events import apply_event
-from sidecar.api.context import get_resources
+from sidecar.api.context import get_resources, respond
 from sidecar.api.openapi import documented
+from sidecar.api.routes_index import IndexEventAccepted
+from sidecar.api.schemas import ResponseModel
 from sidecar.errors import BadRequest, InvalidInput, NotFound, SidecarError, Unauthorized
 
 bp = Blueprint("discourse", __name__)
@@ -57,7 +59,7 @@ class DiscourseDelivery(BaseModel):
     ping: str | None = Field(default=None, description="`ping` events: \"OK\".")
 
 
-class WebhookAnswer(BaseModel):
+class WebhookAnswer(ResponseModel):
     """What the sidecar did with a delivery."""
 
     status: Literal["applied", "duplicate", "ignored", "pong"]
@@ -93,9 +95,8 @@ def index_event(name: str, body: dict[str, Any]) -> tuple[str, list[int]] | None
 
 
 @bp.post("/v1/discourse/webhook")
-@documented(path="/v1/discourse/webhook", method="post", tag="index", auth="discourse",
-            request=DiscourseDelivery, response=WebhookAnswer, status=202,
-            errors=(400, 401, 404, 413, 415, 422),
+@documented(tag="index", auth="discourse", request=DiscourseDelivery, response=WebhookAnswer,
+            status=202, also=(200,), errors=(400, 401, 404, 413, 415, 422),
             summary="Discourse's own webhook deliveries (post, topic, category events; ping). "
                     "Signed with the webhook's secret; 202 when applied, 200 for a ping, a "
                     "duplicate or an event that concerns no post; 404 while "
@@ -121,21 +122,22 @@ def discourse_webhook() -> ResponseReturnValue:
     event_id = request.headers.get("X-Discourse-Event-Id") or None
     answer: dict[str, Any] = {"discourse_event": name, "event_id": event_id}
     if name == "ping" or request.headers.get("X-Discourse-Event-Type") == "ping":
-        return jsonify({"status": "pong", **answer}), 200
+        return respond(WebhookAnswer, {"status": "pong", **answer})
     target = index_event(name, body)
     if target is None:
-        return jsonify({"status": "ignored", **answer}), 200
+        return respond(WebhookAnswer, {"status": "ignored", **answer})
     key = None
     if event_id is not None:
         # One Redis key per delivery id (per forum): every API node sees it.
         instance = request.headers.get("X-Discourse-Instance", "")
         key = f"{res.settings.queue_prefix}:discourse-event:{instance}:{event_id}"
         if not res.redis.set(key, "1", nx=True, ex=DEDUP_TTL_S):
-            return jsonify({"status": "duplicate", **answer}), 200
+            return respond(WebhookAnswer, {"status": "duplicate", **answer})
     try:
         outcome = apply_event(res, *target)
     except Exception:
         if key is not None:  # not applied: Discourse's retry must not be taken for a duplicate
             res.redis.delete(key)
         raise
-    return jsonify({"status": "applied", **answer, **outcome.as_dict()}), 202
+    applied = IndexEventAccepted.of(outcome).model_dump()
+    return respond(WebhookAnswer, {"status": "applied", **answer, **applied}, 202)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, current_app
 from flask.typing import ResponseReturnValue
 
 from models.runtime import runtime_report
@@ -12,7 +12,7 @@ from sidecar import __version__
 from sidecar.api.auth import has_api_key
 from sidecar.api.context import get_metrics, get_resources, respond
 from sidecar.api.openapi import build_spec, documented
-from sidecar.api.schemas import HealthResponse
+from sidecar.api.schemas import HealthResponse, OpenAPIDocument, ReadyResponse
 
 bp = Blueprint("health", __name__)
 
@@ -32,8 +32,7 @@ def _model_info() -> dict[str, Any]:
 
 
 @bp.get("/v1/health")
-@documented(path="/v1/health", method="get", tag="operations", auth=None,
-            response=HealthResponse,
+@documented(tag="operations", auth=None, response=HealthResponse, errors=(),
             summary="Liveness. With the API key: version, which models and execution providers "
                     "are in use (and why a model failed to load), what search serves, and this "
                     "node's keyword index (documents, last sync).")
@@ -60,7 +59,7 @@ def health() -> ResponseReturnValue:
 
 
 @bp.get("/v1/ready")
-@documented(path="/v1/ready", method="get", tag="operations", auth=None,
+@documented(tag="operations", auth=None, response=ReadyResponse, also=(503,), errors=(),
             summary="Readiness: 200 when the database and Redis answer, else 503.")
 def ready() -> ResponseReturnValue:
     """Ready to serve: every dependency answers."""
@@ -71,20 +70,20 @@ def ready() -> ResponseReturnValue:
     except Exception:  # readiness reports, it does not raise
         checks["redis"] = False
     ok = all(checks.values())
-    return jsonify({"ready": ok, "checks": checks}), 200 if ok else 503
+    return respond(ReadyResponse, {"ready": ok, "checks": checks}, 200 if ok else 503)
 
 
 @bp.get("/v1/openapi.json")
-@documented(path="/v1/openapi.json", method="get", tag="operations",
+@documented(tag="operations", response=OpenAPIDocument, errors=(401,),
             summary="This API's OpenAPI 3.1 description.")
 def openapi() -> ResponseReturnValue:
-    """The OpenAPI document."""
-    return jsonify(build_spec("forum-rag-sidecar", __version__))
+    """The OpenAPI document, read from this app's routes."""
+    return respond(OpenAPIDocument, build_spec(current_app, "forum-rag-sidecar", __version__))
 
 
 @bp.get("/metrics")
-@documented(path="/metrics", method="get", tag="operations", auth=None,
-            content_type="text/plain", summary="Prometheus metrics.")
+@documented(tag="operations", auth=None, content_type="text/plain", errors=(),
+            summary="Prometheus metrics.")
 def metrics() -> ResponseReturnValue:
     """Prometheus exposition format."""
     return get_metrics().response()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from flask import Blueprint, jsonify
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from jobs.events import EventName, apply_event
-from sidecar.api.context import get_resources, parse_body
+from jobs.events import EventName, EventOutcome, apply_event
+from sidecar.api.context import get_resources, parse_body, respond
 from sidecar.api.openapi import documented
-from sidecar.api.schemas import StrictRequest
+from sidecar.api.schemas import ResponseModel, StrictRequest
 
 bp = Blueprint("index", __name__)
 
@@ -31,7 +31,7 @@ class IndexEvent(StrictRequest):
                                description="Post, topic or category ids, by event.")
 
 
-class IndexEventAccepted(BaseModel):
+class IndexEventAccepted(ResponseModel):
     """What the event did at once, and the jobs it queued."""
 
     event: str
@@ -40,13 +40,18 @@ class IndexEventAccepted(BaseModel):
     queued_posts: int = Field(description="Public posts queued for re-embedding (post events).")
     job_ids: list[str] = Field(description="RQ jobs on the index queue.")
 
+    @classmethod
+    def of(cls, outcome: EventOutcome) -> IndexEventAccepted:
+        """The answer for what ``apply_event`` did."""
+        return cls(event=outcome.event, ids=len(outcome.ids), vectors_removed=outcome.removed,
+                   queued_posts=outcome.queued_posts, job_ids=outcome.job_ids)
+
 
 @bp.post("/v1/index/events")
-@documented(path="/v1/index/events", method="post", tag="index", request=IndexEvent,
-            response=IndexEventAccepted, status=202,
+@documented(tag="index", request=IndexEvent, response=IndexEventAccepted, status=202,
             summary="Tell the sidecar what changed on the forum; vectors follow.")
 def index_events() -> ResponseReturnValue:
     """Remove vectors that must go now; queue the re-embedding of the rest."""
     body = parse_body(IndexEvent)
     outcome = apply_event(get_resources(), body.event, body.ids)
-    return jsonify(outcome.as_dict()), 202
+    return respond(IndexEventAccepted, IndexEventAccepted.of(outcome), 202)

@@ -18,20 +18,25 @@ from flask import (
     Blueprint,
     Response,
     g,
-    jsonify,
     redirect,
     render_template,
     request,
     url_for,
 )
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from werkzeug.exceptions import HTTPException, TooManyRequests
 
 from models.web.auth import request_bearer
-from sidecar.api.context import get_resources
+from sidecar.api.context import get_resources, respond
 from sidecar.api.errors import validation_details
 from sidecar.api.openapi import documented
+from sidecar.api.schemas_moderation import (
+    CalibrationResponse,
+    LabelResponse,
+    RetrievalDetail,
+    ReviewList,
+)
 from sidecar.core.calibration import LABELS
 from sidecar.errors import ServiceUnavailable, SidecarError, Unauthorized
 from sidecar.moderation.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, ModeratorAuth, Session
@@ -45,13 +50,6 @@ pages = Blueprint("pages", __name__, template_folder="templates", url_prefix="/m
 api = Blueprint("api", __name__, url_prefix="/v1/moderation")
 
 DISABLED = "moderation is disabled: set SIDECAR_MODERATOR_KEY to enable the review pages and API"
-_FILTER_DOC = (
-    ("zone", "string", "abstain or cautious"), ("labelled", "string", "yes or no"),
-    ("label", "string", " | ".join(LABELS)), ("scorer", "string", "exact scorer"),
-    ("from", "string", "first day, YYYY-MM-DD (UTC)"), ("to", "string", "last day, included"),
-    ("q", "string", "text in the query or conversation"), ("page", "integer", "from 1"),
-    ("per_page", "integer", "1-100, default 25"),
-)
 
 
 def _auth() -> ModeratorAuth:
@@ -68,17 +66,6 @@ def _client() -> str:
 
 
 # == JSON API ======================================================================================
-class LabelResponse(BaseModel):
-    """The label as stored."""
-
-    retrieval_id: str
-    label: str
-    right_topic_id: int | None
-    note: str | None
-    moderator: str | None
-    labelled_at: str
-
-
 @api.before_request
 def _api_authenticate() -> None:
     auth = _auth()
@@ -92,47 +79,52 @@ def _api_authenticate() -> None:
         raise Unauthorized("send Authorization: Bearer <SIDECAR_MODERATOR_KEY>")
 
 
+# Every answer of the API: no key or a wrong one (401), too many wrong ones (429), moderation
+# off (503).
+_API_ERRORS = (401, 429, 503)
+
+
 @api.get("/retrievals")
-@documented(path="/v1/moderation/retrievals", method="get", tag="moderation", auth="moderator",
-            query=_FILTER_DOC, errors=(401, 422, 503),
+@documented(tag="moderation", auth="moderator", query=ReviewFilters, response=ReviewList,
+            errors=(*_API_ERRORS, 400, 422),
             summary="Abstain and cautious retrievals, newest first, with filters.")
 def api_list() -> ResponseReturnValue:
     """A page of the review list."""
     filters = ReviewFilters.from_args(request.args.to_dict())
     page = _service().review(filters)
-    return jsonify({"items": [item_json(r) for r in page.items], "total": page.total,
-                    "page": filters.page, "per_page": filters.per_page, "pages": page.pages})
+    return respond(ReviewList, {"items": [item_json(r) for r in page.items], "total": page.total,
+                                "page": filters.page, "per_page": filters.per_page,
+                                "pages": page.pages})
 
 
 @api.get("/retrievals/<retrieval_id>")
-@documented(path="/v1/moderation/retrievals/{retrieval_id}", method="get", tag="moderation",
-            auth="moderator", errors=(401, 404, 503),
+@documented(tag="moderation", auth="moderator", response=RetrievalDetail,
+            errors=(*_API_ERRORS, 404),
             summary="One retrieval: conversation, query, scores, evidence, candidates, label.")
 def api_detail(retrieval_id: str) -> ResponseReturnValue:
     """One retrieval."""
-    return jsonify(_service().detail(parse_id(retrieval_id)))
+    return respond(RetrievalDetail, _service().detail(parse_id(retrieval_id)))
 
 
 @api.post("/retrievals/<retrieval_id>/label")
-@documented(path="/v1/moderation/retrievals/{retrieval_id}/label", method="post",
-            tag="moderation", auth="moderator", request=LabelRequest, response=LabelResponse,
-            errors=(400, 401, 404, 422, 503),
+@documented(tag="moderation", auth="moderator", request=LabelRequest, response=LabelResponse,
+            errors=(*_API_ERRORS, 400, 404, 413, 422),
             summary="Label a retrieval (replaces an earlier label).")
 def api_label(retrieval_id: str) -> ResponseReturnValue:
     """Store a label."""
     rid = parse_id(retrieval_id)
     body = LabelRequest.model_validate_json(request.get_data(cache=True) or b"", strict=True)
-    return jsonify(_service().label(rid, body))
+    return respond(LabelResponse, _service().label(rid, body))
 
 
 @api.get("/calibration")
-@documented(path="/v1/moderation/calibration", method="get", tag="moderation",
-            auth="moderator", errors=(401, 503),
+@documented(tag="moderation", auth="moderator", response=CalibrationResponse,
+            errors=_API_ERRORS,
             summary="Thresholds the labels suggest per scorer, and the zone changes they cause.")
 def api_calibration() -> ResponseReturnValue:
     """The calibration report."""
-    return jsonify({"configured": _configured(), "scorers": [
-        r.as_dict() for r in _service().calibration()]})
+    return respond(CalibrationResponse, {"configured": _configured(),
+                                         "scorers": _service().calibration()})
 
 
 def _configured() -> dict[str, dict[str, float]]:

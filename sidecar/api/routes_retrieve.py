@@ -8,7 +8,7 @@ from flask.typing import ResponseReturnValue
 from sidecar.answer.pipeline import RetrievalOutcome
 from sidecar.api.context import get_metrics, get_resources, parse_body, respond
 from sidecar.api.metrics import Metrics
-from sidecar.api.openapi import documented
+from sidecar.api.openapi import BODY_ERRORS, documented
 from sidecar.api.schemas import RetrieveRequest, RetrieveResponse
 from sidecar.core.condense import Turn
 
@@ -38,8 +38,8 @@ def observe(metrics: Metrics, outcome: RetrievalOutcome) -> None:
 
 
 @bp.post("/v1/retrieve")
-@documented(path="/v1/retrieve", method="post", tag="answer", request=RetrieveRequest,
-            response=RetrieveResponse,
+@documented(tag="answer", request=RetrieveRequest, response=RetrieveResponse,
+            errors=(*BODY_ERRORS, 503),
             summary="Evidence for the forum's assistant: standalone query, zone, numbered posts.")
 def retrieve() -> ResponseReturnValue:
     """Run the retrieval pipeline on a conversation and return numbered evidence and a zone.

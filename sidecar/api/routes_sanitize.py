@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-from flask import Blueprint, jsonify
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from sidecar.api.context import get_resources, parse_body
+from sidecar.api.context import get_resources, parse_body, respond
 from sidecar.api.openapi import documented
-from sidecar.api.schemas import StrictRequest
+from sidecar.api.schemas import ResponseModel, StrictRequest
 from sidecar.core.sanitize import MAX_TEXT_CHARS
 
 bp = Blueprint("sanitize", __name__)
@@ -26,7 +26,7 @@ class SanitizeRequest(StrictRequest):
         "characters; longer is a 413)."))
 
 
-class CitationModel(BaseModel):
+class CitationModel(ResponseModel):
     """A citation kept in the answer, linked to the post as it is now."""
 
     n: int
@@ -36,7 +36,7 @@ class CitationModel(BaseModel):
     title: str
 
 
-class RemovalModel(BaseModel):
+class RemovalModel(ResponseModel):
     """Something removed from the answer."""
 
     kind: Literal["citation", "link", "html"]
@@ -44,7 +44,7 @@ class RemovalModel(BaseModel):
     reason: str
 
 
-class SanitizeResponse(BaseModel):
+class SanitizeResponse(ResponseModel):
     """`POST /v1/sanitize` answer."""
 
     text: str = Field(description="Markdown: the answer with checked links, Sources and a call "
@@ -54,12 +54,12 @@ class SanitizeResponse(BaseModel):
 
 
 @bp.post("/v1/sanitize")
-@documented(path="/v1/sanitize", method="post", tag="answer", request=SanitizeRequest,
-            response=SanitizeResponse, errors=(400, 401, 404, 413, 422),
+@documented(tag="answer", request=SanitizeRequest, response=SanitizeResponse,
+            errors=(400, 401, 404, 413, 422),
             summary="Rewrite [[n]] citations into links to public posts of that retrieval and "
                     "remove every other link, image and HTML tag.")
 def sanitize() -> ResponseReturnValue:
     """Sanitize one answer against its retrieval, re-checking now that each post is public."""
     body = parse_body(SanitizeRequest)
     result = get_resources().sanitizer().sanitize(str(body.retrieval_id), body.text)
-    return jsonify(result.as_dict())
+    return respond(SanitizeResponse, result)

@@ -8,15 +8,15 @@ from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from sidecar.api.context import get_metrics, get_resources, parse_body, respond
-from sidecar.api.openapi import documented
+from sidecar.api.openapi import BODY_ERRORS, documented
 from sidecar.api.schemas import SearchRequest, SearchResponse
 
 bp = Blueprint("search", __name__)
 
 
 @bp.post("/v1/search")
-@documented(path="/v1/search", method="post", tag="search", request=SearchRequest,
-            response=SearchResponse,
+@documented(tag="search", request=SearchRequest, response=SearchResponse,
+            errors=(*BODY_ERRORS, 503),
             summary="Search public posts; one entry per topic, linked at post level.")
 def search() -> ResponseReturnValue:
     """Run the search and return topics with their best post's excerpt and link."""

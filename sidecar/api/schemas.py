@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
 
 from sidecar.core.fusion import Fusion, FusionMethod
 from sidecar.core.gate import GateReason
@@ -23,6 +31,12 @@ class ResponseModel(BaseModel):
     model does not declare fails there, so what the API sends is what its OpenAPI says."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+# A timestamp as ``datetime.isoformat()`` writes it ("+00:00", not pydantic's "Z"): what the
+# routes answered before they went through their models, and what the CLI prints.
+IsoDateTime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_type=str),
+                        WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class FusionRequest(StrictRequest):
@@ -125,7 +139,7 @@ class SearchResponse(ResponseModel):
     took_ms: float
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(ResponseModel):
     """Every error: a stable code, a message for humans, optional details; a server-side error
     (5xx) names the request id under which the sidecar's log holds what went wrong."""
 
@@ -135,7 +149,7 @@ class ErrorBody(BaseModel):
     request_id: str | None = None
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(ResponseModel):
     """The body of every 4xx/5xx answer."""
 
     error: ErrorBody
@@ -240,3 +254,19 @@ class HealthResponse(ResponseModel):
     onnxruntime: dict[str, Any] | None = None
     keyword_index: dict[str, Any] | None = Field(
         default=None, description="This node's keyword index: documents, last sync, error.")
+
+
+class ReadyResponse(ResponseModel):
+    """`GET /v1/ready` answer: 200 when every dependency answers, else 503 with the same body."""
+
+    ready: bool
+    checks: dict[str, bool] = Field(description="database, redis: whether each one answers.")
+
+
+class OpenAPIDocument(ResponseModel):
+    """`GET /v1/openapi.json` answer (OpenAPI 3.1, as built by ``sidecar.api.openapi``)."""
+
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]
+    components: dict[str, Any]

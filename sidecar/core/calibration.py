@@ -29,7 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from sidecar.core.zones import ScorerKind, Thresholds
 
@@ -73,19 +73,6 @@ class Split:
         """The suggestion, or the configured threshold when there is none."""
         return self.configured if self.suggested is None else self.suggested
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "boundary": self.boundary, "configured": self.configured,
-            "suggested": self.suggested, "low_label": self.low_label,
-            "high_label": self.high_label,
-            "counts": {"low_below": self.low_below, "low_above": self.low_above,
-                       "high_below": self.high_below, "high_above": self.high_above},
-            "balanced_error": {"configured": self.error_configured,
-                               "suggested": self.error_suggested},
-            "note": self.note,
-        }
-
 
 @dataclass(slots=True)
 class ScorerReport:
@@ -106,18 +93,6 @@ class ScorerReport:
     def changed(self) -> int:
         """Stored retrievals whose zone would change under the suggested thresholds."""
         return sum(self.zone_changes.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "scorer": self.scorer, "kind": self.kind.value,
-            "configured": {"abstain": self.configured.abstain, "normal": self.configured.normal},
-            "suggested": {"abstain": self.suggested.abstain, "normal": self.suggested.normal},
-            "abstain": self.abstain.as_dict(), "normal": self.normal.as_dict(),
-            "labels": self.labels, "unscored_labels": self.unscored_labels,
-            "scored_retrievals": self.scored_retrievals,
-            "zone_changes": self.zone_changes, "changed": self.changed,
-        }
 
 
 def scorer_kind(scorer: str) -> ScorerKind | None:

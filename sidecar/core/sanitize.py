@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import quote
 
 from sidecar.core.forum_links import (
@@ -73,11 +73,6 @@ class Citation:
     url: str
     title: str
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"n": self.n, "post_id": self.post_id, "topic_id": self.topic_id,
-                "url": self.url, "title": self.title}
-
 
 @dataclass(frozen=True, slots=True)
 class Removal:
@@ -86,10 +81,6 @@ class Removal:
     kind: RemovalKind
     value: str
     reason: str
-
-    def as_dict(self) -> dict[str, str]:
-        """JSON form."""
-        return {"kind": self.kind, "value": self.value, "reason": self.reason}
 
 
 @dataclass
@@ -101,11 +92,6 @@ class SanitizeResult:
     removed: list[Removal]
     strict_mode: bool = False  # the first pass failed its own check and the strict one was used
     allowed_urls: frozenset[str] = field(default_factory=frozenset)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ``POST /v1/sanitize`` response."""
-        return {"text": self.text, "citations": [c.as_dict() for c in self.citations],
-                "removed": [r.as_dict() for r in self.removed]}
 
 
 def markdown_url(url: str) -> str:

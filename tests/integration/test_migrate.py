@@ -95,7 +95,6 @@ def test_a_bge_m3_sized_vector_stays_in_its_row(db_url: str) -> None:
     """1,024 halfvec dims are over TOAST's threshold: they must stay inline all the same, or
     every exact distance (re-rank, exact scan) reads the TOAST table; 4,000 still fit."""
     import numpy as np  # only this test writes vectors
-
     from pgvector.psycopg import register_vector
 
     from sidecar.db.embeddings import EmbeddingRow, register_model, upsert_embeddings
