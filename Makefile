@@ -11,7 +11,7 @@ DEV    := $(VENV)/.installed-dev
 help:
 	@echo "make run    - the sidecar on embedded defaults (PostgreSQL+pgvector, Redis, demo forum)"
 	@echo "make test   - the whole test suite"
-	@echo "make lint   - ruff, mypy, and the import rules (no circles, late imports say why)"
+	@echo "make lint   - ruff, mypy, the import rules (no circles, late imports say why), SQL in sidecar/db only"
 	@echo "make bench  - speed benchmarks (results under bench-results/)"
 	@echo "make bench-scale - search on forums of 100k to 1M posts (about an hour)"
 	@echo "make eval   - retrieval evaluation on ../shared/eval/qatarliving"
@@ -46,6 +46,7 @@ lint: $(DEV)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_imports.py
+	$(BIN)/python scripts/check_sql.py
 
 bench: $(DEV)
 	$(BIN)/sidecar bench --out bench-results

@@ -10,12 +10,20 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from jobs import driver, planner
 from jobs.errors import Failure, classify, describe
-from jobs.ledger import fail_batch, record_error, release_batch, settle_batch
-from jobs.runs import Run, get_run, stop_run
+from sidecar.db.backfill_batches import (
+    fail_batch,
+    first_pending,
+    get_batch,
+    record_error,
+    release_batch,
+    settle_batch,
+)
+from sidecar.db.backfill_runs import Run, RunStatus, StopReason, get_run, stop_run
 from sidecar.db.pool import DictConn
 from sidecar.errors import NotFound
 from sidecar.indexing import BatchResult
@@ -24,17 +32,25 @@ from sidecar.resources import Resources
 log = logging.getLogger(__name__)
 
 
+class OutcomeStatus(StrEnum):
+    """What became of one execution of a batch (the job's returned ``status``)."""
+
+    SETTLED = "settled"  # embedded and counted by this execution
+    ALREADY = "already"  # settled before (a re-run): nothing counted
+    SKIPPED = "skipped"  # the run takes no batches now: back to pending
+
+
 @dataclass
 class Outcome:
     """What one execution of a batch did."""
 
-    status: str  # settled | already | skipped
+    status: OutcomeStatus
     detail: str = ""
     result: BatchResult | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The job's return value (kept in rq's registry for a day)."""
-        data: dict[str, Any] = {"status": self.status, "detail": self.detail}
+        data: dict[str, Any] = {"status": self.status.value, "detail": self.detail}
         if self.result is not None:
             data.update(embedded=self.result.embedded, unchanged=self.result.unchanged,
                         gone=self.result.missing)
@@ -50,28 +66,27 @@ def execute_batch(res: Resources, run_id: int, seq: int, *, job_id: str | None) 
     """
     with res.db.connection() as conn:
         run = get_run(conn, run_id)
-        batch = conn.execute(
-            "SELECT state, post_ids FROM sidecar_backfill_batches WHERE run_id = %s AND seq = %s",
-            (run_id, seq),
-        ).fetchone()
+        batch = get_batch(conn, run_id, seq)
         if batch is None:
             raise NotFound(f"run #{run_id} has no batch {seq}")
-        if batch["state"] in ("done", "failed"):
-            return Outcome("already", f"batch already {batch['state']}")
-        if run.status != "running":
+        if batch.state.settled:
+            return Outcome(OutcomeStatus.ALREADY, f"batch already {batch.state}")
+        if run.status != RunStatus.RUNNING:
             release_batch(conn, run_id, seq, job_id)
-            return Outcome("skipped", f"run #{run_id} is {run.status}")
+            return Outcome(OutcomeStatus.SKIPPED, f"run #{run_id} is {run.status}")
         if run.deadline is not None and datetime.now(UTC) >= run.deadline:
-            stop_run(conn, run_id, "deadline")
-            return Outcome("skipped", f"run #{run_id} reached its deadline")
+            stop_run(conn, run_id, StopReason.DEADLINE)
+            return Outcome(OutcomeStatus.SKIPPED, f"run #{run_id} reached its deadline")
     indexer = res.indexer(res.model_by_id(run.model_id), run.strategy_id)
     settled: list[bool] = []
 
     def count(conn: DictConn, result: BatchResult) -> None:
-        settled.append(settle_batch(conn, run_id, seq, result))
+        settled.append(settle_batch(conn, run_id, seq, embedded=result.embedded,
+                                    unchanged=result.unchanged, gone=result.missing,
+                                    gone_ids=result.gone_ids))
 
     try:
-        result = indexer.embed_posts([int(i) for i in batch["post_ids"]], on_write=count)
+        result = indexer.embed_posts([int(i) for i in batch.post_ids], on_write=count)
     except Exception as exc:
         failure = classify(exc)
         with res.db.connection() as conn:
@@ -81,7 +96,8 @@ def execute_batch(res: Resources, run_id: int, seq: int, *, job_id: str | None) 
         if paused:
             log.error("run #%d paused after repeated provider errors: %s", run_id, describe(exc))
         raise
-    return Outcome("settled" if settled and settled[0] else "already", result=result)
+    return Outcome(OutcomeStatus.SETTLED if settled and settled[0] else OutcomeStatus.ALREADY,
+                   result=result)
 
 
 def give_up_batch(res: Resources, run_id: int, seq: int, exc: BaseException | None,
@@ -90,7 +106,7 @@ def give_up_batch(res: Resources, run_id: int, seq: int, exc: BaseException | No
     message = describe(exc) if exc is not None else "gave up"
     with res.db.connection() as conn:
         run = get_run(conn, run_id, lock=True)
-        if run.status != "running":
+        if run.status != RunStatus.RUNNING:
             release_batch(conn, run_id, seq, job_id)
             return
         if fail_batch(conn, run_id, seq, message):
@@ -110,25 +126,22 @@ def run_sync(res: Resources, run_id: int,
     run = planner.plan_run(res, run_id)
     if on_progress:
         on_progress(run)
-    while run.status == "running":
+    while run.status == RunStatus.RUNNING:
         with res.db.connection() as conn:
-            row = conn.execute(
-                "SELECT seq FROM sidecar_backfill_batches WHERE run_id = %s"
-                " AND state = 'pending' ORDER BY seq LIMIT 1", (run_id,),
-            ).fetchone()
-        if row is None:
+            seq = first_pending(conn, run_id)
+        if seq is None:
             break
         try:
-            execute_batch(res, run_id, row["seq"], job_id=None)
+            execute_batch(res, run_id, seq, job_id=None)
         except Exception as exc:
-            log.error("run #%d batch %d failed: %s", run_id, row["seq"], describe(exc))
-            give_up_batch(res, run_id, row["seq"], exc, None)
+            log.error("run #%d batch %d failed: %s", run_id, seq, describe(exc))
+            give_up_batch(res, run_id, seq, exc, None)
         with res.db.connection() as conn:
             run = get_run(conn, run_id)
         if on_progress:
             on_progress(run)
     finished = driver.finish_if_done(res, run_id, inline=True)
-    if finished is None and run.status == "finished":
+    if finished is None and run.status == RunStatus.FINISHED:
         driver.on_finished(res, run, inline=True)
     with res.db.connection() as conn:
         return get_run(conn, run_id)

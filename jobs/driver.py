@@ -20,20 +20,35 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from jobs import queues
-from jobs.ledger import release_batch
-from jobs.runs import (
+from jobs.runs import create_run
+from sidecar.core.strategy import STRATEGY_VERSIONS
+from sidecar.db.backfill_batches import (
+    count_queued,
+    mark_queued,
+    pending_seqs,
+    queued_batches,
+    release_batch,
+)
+from sidecar.db.backfill_runs import (
     Run,
-    create_run,
+    RunStatus,
+    StopReason,
+    delete_run,
     get_run,
     list_runs,
     live_run,
-    registered_model,
     set_index_status,
+    set_plan_job,
     stop_run,
     try_finish,
 )
-from sidecar.core.strategy import STRATEGY_VERSIONS
-from sidecar.db.embeddings import RegisteredModel, ensure_index, index_name
+from sidecar.db.embeddings import (
+    RegisteredModel,
+    analyze_embeddings,
+    ensure_index,
+    index_name,
+    registered_model,
+)
 from sidecar.errors import InvalidInput
 from sidecar.resources import Resources
 
@@ -70,7 +85,7 @@ def start_run(
         if live is not None and live.deadline is not None and datetime.now(UTC) >= live.deadline:
             # Last night's run, past its deadline but never told so (no worker was running
             # when the time came): it is over.
-            stop_run(conn, live.id, "deadline")
+            stop_run(conn, live.id, StopReason.DEADLINE)
     with res.db.connection() as conn:
         run = create_run(conn, model, strategy, STRATEGY_VERSIONS[strategy],
                          batch_size=res.settings.backfill_batch_size, budget=budget,
@@ -81,7 +96,7 @@ def start_run(
         except Exception:
             # No queue, no run: a live run nobody can plan would block the next attempt.
             with res.db.connection() as conn:
-                conn.execute("DELETE FROM sidecar_backfill_runs WHERE id = %s", (run.id,))
+                delete_run(conn, run.id)
             raise
     return run
 
@@ -90,8 +105,7 @@ def enqueue_plan(res: Resources, run_id: int) -> str:
     """Enqueue the planning job of a run in ``planning``."""
     job_id = _job_id(res, "plan", run_id)
     with res.db.connection() as conn:
-        conn.execute("UPDATE sidecar_backfill_runs SET plan_job_id = %s, updated_at = now()"
-                     " WHERE id = %s", (job_id, run_id))
+        set_plan_job(conn, run_id, job_id)
         queues.enqueue(res.redis, res.settings, queues.BACKFILL, "jobs.tasks.plan_run", run_id,
                        job_id=job_id, description=f"plan backfill run #{run_id}",
                        on_failure="jobs.tasks.on_plan_failure")
@@ -102,33 +116,22 @@ def pump(res: Resources, run_id: int) -> int:
     """Enqueue pending batches of a running run up to the window. Returns how many."""
     with res.db.connection() as conn:
         run = get_run(conn, run_id, lock=True)  # serializes concurrent pumps of one run
-        if run.status != "running":
+        if run.status != RunStatus.RUNNING:
             return 0
         if run.deadline is not None and datetime.now(UTC) >= run.deadline:
-            stop_run(conn, run_id, "deadline")
+            stop_run(conn, run_id, StopReason.DEADLINE)
             log.info("run #%d reached its deadline %s: no more batches", run_id, run.deadline)
             return 0
-        row = conn.execute(
-            "SELECT count(*) AS n FROM sidecar_backfill_batches WHERE run_id = %s"
-            " AND state = 'queued'", (run_id,),
-        ).fetchone()
-        free = WINDOW - (int(row["n"]) if row else 0)
+        free = WINDOW - count_queued(conn, run_id)
         if free <= 0:
             return 0
-        seqs = [r["seq"] for r in conn.execute(
-            "SELECT seq FROM sidecar_backfill_batches WHERE run_id = %s AND state = 'pending'"
-            " ORDER BY seq LIMIT %s", (run_id, free),
-        ).fetchall()]
+        seqs = pending_seqs(conn, run_id, free)
         if not seqs:
             return 0
         with res.redis.pipeline() as pipe:
             for seq in seqs:
                 job_id = _job_id(res, "batch", run_id, seq)
-                conn.execute(
-                    "UPDATE sidecar_backfill_batches SET state = 'queued', job_id = %s,"
-                    " updated_at = now() WHERE run_id = %s AND seq = %s",
-                    (job_id, run_id, seq),
-                )
+                mark_queued(conn, run_id, seq, job_id)
                 queues.enqueue(res.redis, res.settings, queues.BACKFILL,
                                "jobs.tasks.backfill_batch", run_id, seq, job_id=job_id,
                                description=f"backfill run #{run_id} batch {seq}",
@@ -157,23 +160,20 @@ def reconcile(res: Resources, run_id: int | None = None) -> dict[str, Any]:
             conn, limit=100, live_only=True)
     summary: dict[str, Any] = {"released": 0, "enqueued": 0, "replanned": 0}
     for run in runs:
-        if run.status == "planning":
+        if run.status == RunStatus.PLANNING:
             if not run.plan_job_id or not _alive(res, [run.plan_job_id])[run.plan_job_id]:
                 enqueue_plan(res, run.id)
                 summary["replanned"] += 1
             continue
-        if run.status != "running":
+        if run.status != RunStatus.RUNNING:
             continue
         with res.db.connection() as conn:
-            held = conn.execute(
-                "SELECT seq, job_id FROM sidecar_backfill_batches WHERE run_id = %s"
-                " AND state = 'queued'", (run.id,),
-            ).fetchall()
-        alive = _alive(res, [r["job_id"] for r in held if r["job_id"]])
-        for r in held:
-            if not r["job_id"] or not alive.get(r["job_id"], False):
+            held = queued_batches(conn, run.id)
+        alive = _alive(res, [b.job_id for b in held if b.job_id])
+        for b in held:
+            if not b.job_id or not alive.get(b.job_id, False):
                 with res.db.connection() as conn:
-                    release_batch(conn, run.id, r["seq"], r["job_id"])
+                    release_batch(conn, run.id, b.seq, b.job_id)
                 summary["released"] += 1
         summary["enqueued"] += pump(res, run.id)
         finish_if_done(res, run.id)
@@ -196,7 +196,7 @@ def finish_if_done(res: Resources, run_id: int, *, inline: bool = False) -> Run 
 
 def on_finished(res: Resources, run: Run, *, inline: bool = False) -> None:
     """A run that completed (nothing left) gets its HNSW index; partial runs wait for the last."""
-    if run.stop_reason != "done":
+    if run.stop_reason != StopReason.DONE:
         return
     if inline:
         build_index(res, run.id)
@@ -221,7 +221,7 @@ def build_index(res: Resources, run_id: int) -> str:
     name = index_name(model.id, run.strategy_id, kind)
     try:
         with res.db.connection() as conn:
-            conn.execute("ANALYZE ai_posts_embeddings")
+            analyze_embeddings(conn)
         built = ensure_index(res.urls.database_url, model, run.strategy_id, kind,
                              **res.settings.hnsw_build())
     except Exception as exc:

@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from jobs.runs import Run, get_run, save_plan
-from sidecar.db.embeddings import Candidate, mark_checked
+from sidecar.db.backfill_runs import Run, RunStatus, get_run, save_plan
+from sidecar.db.embeddings import PHASES, Candidate, Phase, mark_checked
 from sidecar.indexing import Indexer
 from sidecar.keyword.changes import catch_up
 from sidecar.resources import Resources
@@ -49,12 +49,12 @@ def build_plan(indexer: Indexer, candidates: list[Candidate], *, batch_size: int
     A batch never mixes phases, so a run's record says which kind of work each batch was.
     """
     plan = Plan()
-    taken: list[tuple[str, int]] = []
+    taken: list[tuple[Phase, int]] = []
     limit = budget if budget is not None else len(candidates)
-    for phase in ("missing", "outdated", "drift"):
+    for phase in PHASES:
         mine = [c for c in candidates if c.phase == phase]
-        plan.phases[phase] = len(mine)
-        if phase != "drift":
+        plan.phases[phase.value] = len(mine)
+        if phase != Phase.DRIFT:
             room = max(0, limit - len(taken))
             taken += [(phase, c.post_id) for c in mine[:room]]
             plan.not_planned += max(0, len(mine) - room)
@@ -75,10 +75,10 @@ def build_plan(indexer: Indexer, candidates: list[Candidate], *, batch_size: int
             plan.checks.append((unchanged, prepared.checked_at))
             # Keep the candidates' order (newest topics first) among the changed ones.
             ordered = [c.post_id for c in chunk if c.post_id in changed]
-            taken += [("drift", pid) for pid in ordered[:room]]
+            taken += [(Phase.DRIFT, pid) for pid in ordered[:room]]
             plan.not_planned += max(0, len(ordered) - room)
     batch: list[int] = []
-    current = None
+    current: Phase | None = None
     for phase, pid in taken:
         if batch and (phase != current or len(batch) >= batch_size):
             plan.batches.append((current or phase, batch))
@@ -86,7 +86,7 @@ def build_plan(indexer: Indexer, candidates: list[Candidate], *, batch_size: int
         current = phase
         batch.append(pid)
     if batch:
-        plan.batches.append((current or "missing", batch))
+        plan.batches.append((current or Phase.MISSING, batch))
     return plan
 
 
@@ -95,7 +95,7 @@ def plan_run(res: Resources, run_id: int) -> Run:
     db = res.db
     with db.connection() as conn:
         run = get_run(conn, run_id)
-    if run.status != "planning":
+    if run.status != RunStatus.PLANNING:
         return run
     # The keyword indexes' drift sweep: what changed without an event goes to their change log.
     catch_up(db, keep_days=res.settings.keyword_log_days)

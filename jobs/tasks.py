@@ -15,10 +15,16 @@ from rq import get_current_job
 from rq.job import Job
 
 from jobs import context, driver, planner, queues
-from jobs.batch import execute_batch, give_up_batch
+from jobs.batch import OutcomeStatus, execute_batch, give_up_batch
 from jobs.errors import describe
 from sidecar.core.strategy import STRATEGY_VERSIONS
-from sidecar.db.embeddings import RegisteredModel, delete_embeddings, delete_not_public
+from sidecar.db.backfill_runs import RunStatus, pause_planning
+from sidecar.db.embeddings import (
+    RegisteredModel,
+    delete_embeddings,
+    delete_not_public,
+    pairs_with_vectors,
+)
 from sidecar.db.pool import DictConn
 from sidecar.db.public import public_posts_in_scope
 from sidecar.errors import ConfigurationError
@@ -42,11 +48,11 @@ def plan_run(run_id: int) -> dict[str, Any]:
     """Plan a run, then enqueue its first batches (or finish it when there is nothing to do)."""
     res = _resources()
     run = planner.plan_run(res, run_id)
-    if run.status == "running":
+    if run.status == RunStatus.RUNNING:
         driver.pump(res, run_id)
-    elif run.status == "finished":
+    elif run.status == RunStatus.FINISHED:
         driver.on_finished(res, run)
-    return {"run": run_id, "status": run.status, "budgeted": run.budgeted}
+    return {"run": run_id, "status": run.status.value, "budgeted": run.budgeted}
 
 
 def on_plan_failure(job: Job, connection: redis.Redis, exc_type: type[BaseException],
@@ -55,20 +61,16 @@ def on_plan_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
     if job.retries_left:
         return
     with context.for_callbacks().db.connection() as conn:
-        conn.execute(
-            "UPDATE sidecar_backfill_runs SET status = 'paused', stop_reason = 'error',"
-            " pause_reason = %s, last_error = %s, updated_at = now()"
-            " WHERE id = %s AND status = 'planning'",
-            (f"planning failed: {describe(exc) if exc else exc_type.__name__}; fix it, then "
-             "`sidecar backfill resume`", describe(exc) if exc else None, int(job.args[0])),
-        )
+        pause_planning(conn, int(job.args[0]),
+                       f"planning failed: {describe(exc) if exc else exc_type.__name__}; fix it, "
+                       "then `sidecar backfill resume`", describe(exc) if exc else None)
 
 
 def backfill_batch(run_id: int, seq: int) -> dict[str, Any]:
     """Embed one planned batch, count it, and keep the run's window of jobs full."""
     res = _resources()
     outcome = execute_batch(res, run_id, seq, job_id=_job_id())
-    if outcome.status != "skipped":
+    if outcome.status != OutcomeStatus.SKIPPED:
         driver.pump(res, run_id)
         driver.finish_if_done(res, run_id)
     return outcome.as_dict()
@@ -101,19 +103,10 @@ def index_targets(res: Resources) -> list[tuple[RegisteredModel, int]]:
     """(model, strategy) pairs kept fresh: the serving pair, and every pair that has vectors."""
     targets = [(res.model, res.settings.strategy)]
     with res.db.connection() as conn:
-        rows = conn.execute(
-            """
-            SELECT m.id, s.strategy FROM sidecar_embedding_models m
-            CROSS JOIN unnest(%s::int[]) AS s(strategy)
-            WHERE EXISTS (SELECT 1 FROM ai_posts_embeddings e
-                          WHERE e.model_id = m.id AND e.strategy_id = s.strategy)
-            ORDER BY m.id, s.strategy
-            """,
-            (sorted(STRATEGY_VERSIONS),),
-        ).fetchall()
-    for row in rows:
-        if (row["id"], row["strategy"]) != (res.model.id, res.settings.strategy):
-            targets.append((res.model_by_id(row["id"]), row["strategy"]))
+        pairs = pairs_with_vectors(conn, sorted(STRATEGY_VERSIONS))
+    for model_id, strategy in pairs:
+        if (model_id, strategy) != (res.model.id, res.settings.strategy):
+            targets.append((res.model_by_id(model_id), strategy))
     return targets
 
 

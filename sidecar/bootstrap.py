@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 from tqdm import tqdm
 
-from sidecar.db.embeddings import count_embeddings, ensure_index
+from sidecar.db.embeddings import analyze_embeddings, count_embeddings, ensure_index
 from sidecar.db.migrate import forum_owned
 from sidecar.importer import ImportReport, import_dump
 from sidecar.indexing import BatchResult, Indexer
@@ -66,7 +66,7 @@ def backfill_sync(res: Resources, strategy: int, *, progress: bool = True) -> Ba
     with res.db.connection() as conn:
         stored = count_embeddings(conn, res.model, strategy)
         if total.embedded:
-            conn.execute("ANALYZE ai_posts_embeddings")
+            analyze_embeddings(conn)
     if stored:
         ensure_index(res.urls.database_url, res.model, strategy, res.settings.index_kind,
                      **res.settings.hnsw_build())

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from sidecar.core.text import cook, html_to_text
 from sidecar.db import forum_write, keyword_sql
+from sidecar.db.forum_read import Visibility, existing_ids, visibility
 from sidecar.db.migrate import forum_owned
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, RESTRICTED_CATEGORIES
 from sidecar.dump_format import CategoryRow, PostRow, RowError, RowT, TopicRow, read_rows
 from sidecar.errors import ConfigurationError, InvalidInput
 
@@ -41,15 +40,6 @@ class EntityCount:
     def unchanged(self) -> int:
         """Valid rows already present with the same content."""
         return self.read - self.rejected - self.inserted - self.updated
-
-
-@dataclass
-class Visibility:
-    """The dump's loaded posts as the sidecar will treat them (``sidecar.db.public``)."""
-
-    public: int = 0
-    not_public: int = 0
-    in_restricted_categories: int = 0  # a restricted category or any of its ancestors
 
 
 @dataclass
@@ -99,11 +89,6 @@ def _dedupe(
     return kept
 
 
-def _existing_ids(conn: psycopg.Connection[Any], table: str) -> set[int]:
-    query = sql.SQL("SELECT id FROM {}").format(sql.Identifier(table))
-    return {r[0] for r in conn.execute(query).fetchall()}
-
-
 def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) -> ImportReport:
     """Validate and load a dump directory; the caller's transaction commits it."""
     if not forum_owned(conn):
@@ -128,14 +113,14 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
     posts = _dedupe(posts, lambda p: (p.topic_id, p.post_number), "(topic_id, post_number)",
                     "posts.jsonl", errs)
 
-    known_cats = _existing_ids(conn, "categories") | {c.id for _, c in cats}
+    known_cats = existing_ids(conn, "categories") | {c.id for _, c in cats}
     good_topics = []
     for line, t in topics:
         if t.category_id is not None and t.category_id not in known_cats:
             errs.append(RowError("topics.jsonl", line, f"unknown category_id {t.category_id}"))
         else:
             good_topics.append((line, t))
-    known_topics = _existing_ids(conn, "topics") | {t.id for _, t in good_topics}
+    known_topics = existing_ids(conn, "topics") | {t.id for _, t in good_topics}
     good_posts = []
     for line, p in posts:
         if p.topic_id not in known_topics:
@@ -169,38 +154,14 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
     )
     # What changed (updated_at moved) goes to the keyword change log that every node applies.
     keyword_sql.catch_up(conn)
-    # Fresh statistics, or the planner guesses one row per table and scans posts in a loop.
-    for table in ("categories", "topics", "posts", "tags", "topic_tags", "post_search_data",
-                  "discourse_solved_solved_topics"):
-        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
-    report.visibility = _visibility(conn, [p.id for p in loadable])
+    forum_write.analyze_imported(conn)
+    report.visibility = visibility(conn, [p.id for p in loadable])
     for file, count in (("categories.jsonl", report.categories), ("topics.jsonl", report.topics),
                         ("posts.jsonl", report.posts)):
         count.rejected = sum(1 for e in errs if e.file == file)
     errs.sort(key=lambda e: (FILES.index(e.file), e.line))
     log.debug("import of %s: %s", directory, report.as_dict())
     return report
-
-
-def _visibility(conn: psycopg.Connection[Any], post_ids: list[int]) -> Visibility:
-    """How many of these posts are public, and how many sit under a restricted category."""
-    row = conn.execute(
-        sql.SQL(
-            """
-            SELECT count(*) FILTER (WHERE public.id IS NOT NULL) AS public,
-                   count(*) FILTER (WHERE public.id IS NULL) AS not_public,
-                   count(*) FILTER (WHERE t.category_id IN {restricted}) AS restricted
-            FROM posts p JOIN topics t ON t.id = p.topic_id
-            LEFT JOIN (SELECT p.id FROM posts p {joins} WHERE p.id = ANY(%(ids)s) AND {public}
-                      ) public ON public.id = p.id
-            WHERE p.id = ANY(%(ids)s)
-            """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
-                 restricted=sql.SQL(RESTRICTED_CATEGORIES)),
-        {"ids": post_ids},
-    ).fetchone()
-    assert row is not None
-    return Visibility(public=row[0], not_public=row[1], in_restricted_categories=row[2])
 
 
 def _count_lines(path: Path) -> int:

@@ -18,9 +18,11 @@ from sidecar.db.embeddings import (
     RegisteredModel,
     mark_checked,
     stale_candidates,
+    stored_digests,
     upsert_embeddings,
 )
 from sidecar.db.forum_read import post_sources
+from sidecar.db.keyword_sql import utc_now
 from sidecar.db.pool import DictConn
 
 log = logging.getLogger(__name__)
@@ -94,24 +96,15 @@ class Indexer:
         version's row is re-embedded even when its text is the same.
         """
         with self.db.connection() as conn:
-            row = conn.execute("SELECT now() AT TIME ZONE 'utc' AS t").fetchone()
-            assert row is not None
+            read_at = utc_now(conn)
             sources = post_sources(conn, post_ids)
-            stored = {
-                r["post_id"]: r["digest"]
-                for r in conn.execute(
-                    "SELECT post_id, digest FROM ai_posts_embeddings WHERE model_id = %s"
-                    " AND strategy_id = %s AND model_version >= %s AND strategy_version >= %s"
-                    " AND post_id = ANY(%s)",
-                    (self.model.id, self.strategy, self.model.version, self.strategy_version,
-                     list(post_ids)),
-                ).fetchall()
-            }
+            stored = stored_digests(conn, self.model, self.strategy, self.strategy_version,
+                                    post_ids)
         found = {s.post_id for s in sources}
         texts = [prepare_text(s, self.strategy, self._truncate) for s in sources]
         return Prepared(sources=sources, texts=texts, digests=[digest(t) for t in texts],
                         stored=stored, gone_ids=sorted(set(post_ids) - found),
-                        checked_at=row["t"] - CHECK_MARGIN)
+                        checked_at=read_at - CHECK_MARGIN)
 
     def embed_posts(
         self,

@@ -20,13 +20,12 @@ from typing import Any, Generic, TypeVar
 
 import redis
 
-from jobs.runs import registered_model
 from models.protocols import Embedder, Reranker
 from sidecar.answer.pipeline import RetrievalPipeline
 from sidecar.answer.sanitize_service import SanitizeService
 from sidecar.db import Database
-from sidecar.db.embeddings import RegisteredModel
-from sidecar.db.migrate import check_current, parse_version, upgrade
+from sidecar.db.embeddings import RegisteredModel, registered_model
+from sidecar.db.migrate import check_current, parse_version, pgvector_version, upgrade
 from sidecar.errors import ConfigurationError
 from sidecar.indexing import Indexer
 from sidecar.model_loading import (
@@ -222,9 +221,8 @@ def start_resources(
     owned: list[Any] = []
     try:
         with db.connection() as conn:
-            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                               ).fetchone()
-        pgvector = str(row["extversion"]) if row else str(info["pgvector"] if info else "")
+            version = pgvector_version(conn)
+        pgvector = version if version is not None else str(info["pgvector"] if info else "")
         if not load_models:
             return Resources(settings=settings, urls=urls, db=db, redis=redis_client,
                              model=resolve_model(db, settings, model_name), pgvector=pgvector)

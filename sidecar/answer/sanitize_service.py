@@ -102,7 +102,7 @@ class SanitizeService:
             if row is None:
                 raise NotFound(f"no retrieval {retrieval_id!r}: pass the retrieval_id that "
                                "POST /v1/retrieve returned")
-            evidence = row.get("evidence") or []
+            evidence = row.evidence or []
             if not isinstance(evidence, list):
                 log.error("retrieval %s has malformed evidence", retrieval_id)
                 evidence = []
@@ -116,5 +116,5 @@ class SanitizeService:
             for pid, r in records.items()
         }
         refs = evidence_refs([i for i in evidence if isinstance(i, dict)], current)
-        locale = pick_locale(row.get("locale"), self.settings.forum_locale)
+        locale = pick_locale(row.locale, self.settings.forum_locale)
         return sanitize_answer(text, refs, frozenset(current), self.site, locale)

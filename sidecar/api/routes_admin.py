@@ -11,10 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from jobs import driver
 from jobs.queues import report
-from jobs.runs import change_status, get_run, list_runs, parse_until
+from jobs.runs import change_status, parse_until
 from sidecar.api.context import get_resources, parse_body, parse_query, respond
 from sidecar.api.openapi import BODY_ERRORS, documented
 from sidecar.api.schemas import IsoDateTime, ResponseModel, StrictRequest
+from sidecar.db.backfill_runs import get_run, list_runs
 
 bp = Blueprint("admin", __name__)
 

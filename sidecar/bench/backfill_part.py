@@ -145,7 +145,7 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
             run_worker(res, burst=True)
             jobs_model_s = embedder.seconds
             with res.db.connection() as conn:
-                from jobs.runs import get_run
+                from sidecar.db.backfill_runs import get_run
 
                 jobs_run = get_run(conn, run.id)
             _reset(res)

@@ -126,7 +126,9 @@ class ScaleRun:
             + ("every post has a vector, private ones too (the public filter's worst case)."
                if self.vectors == "all" else "public posts only, as the backfill stores them."),
             "recall@10: semantic against the exact top 10 of the public posts; hybrid: its "
-            "first page against the same pipeline over that exact list. * = product default.",
+            "first page against the same pipeline over that exact list. ε-recall@10: "
+            "ann-benchmarks' epsilon recall, the share of the first 10 whose cosine distance "
+            "is within 1.01 x the exact 10th's (near-copies tie). * = product default.",
         ]
         admin = self.settings.database_url or embedded_postgres_url(
             self.settings.state_dir / "bench", self.settings.embedded_pg_shared_buffers)
@@ -235,6 +237,8 @@ class ScaleRun:
                 self._row(n, "semantic", sem, dims=dims, index=kind,
                           recall_at_10=legs.recall(sem.found, truth),
                           recall_at_100=round(legs.recall(sem.found, truth, self.post_k), 4),
+                          epsilon_recall_at_10=round(
+                              legs.epsilon_recall(sem.scores, exact_sims), 4),
                           build_s=build_s,
                           size_mb=size_mb, default=default and default_build,
                           config={"m": m, "ef_construction": efc, **variant.describe()},

@@ -61,7 +61,7 @@ def _watch(res: Resources, run_id: int) -> Any:
     """A progress bar fed by the run record until the run stops taking batches."""
     from tqdm import tqdm
 
-    from jobs.runs import get_run
+    from sidecar.db.backfill_runs import RunStatus, get_run
 
     with res.db.connection() as conn:
         run = get_run(conn, run_id)
@@ -73,11 +73,11 @@ def _watch(res: Resources, run_id: int) -> Any:
                 run = get_run(conn, run_id)
             if run.budgeted and bar.total != run.budgeted:
                 bar.reset(total=run.budgeted)
-            bar.n = run.budgeted - run.remaining if run.status != "planning" else 0
+            bar.n = run.budgeted - run.remaining if run.status != RunStatus.PLANNING else 0
             bar.set_postfix(embedded=run.done, unchanged=run.skipped_unchanged,
                             failed=run.failed, status=run.status, refresh=False)
             bar.refresh()
-            if run.status in ("finished", "paused"):
+            if run.status in (RunStatus.FINISHED, RunStatus.PAUSED):
                 return run
             time.sleep(POLL_S)
     except KeyboardInterrupt:
@@ -184,7 +184,7 @@ def _backfill_sync(settings: Settings, model_name: str | None, strategy: int | N
 
 
 def _pick_run(res: Resources, run_id: int | None) -> int:
-    from jobs.runs import list_runs
+    from sidecar.db.backfill_runs import list_runs
 
     if run_id is not None:
         return run_id
@@ -207,7 +207,7 @@ def _pick_run(res: Resources, run_id: int | None) -> int:
 def status(settings: Settings, run_id: int | None, show_all: bool, watch: bool,
            as_json: bool) -> None:
     """Budgeted, done, skipped, failed, remaining and why the run stopped."""
-    from jobs.runs import get_run, list_runs
+    from sidecar.db.backfill_runs import get_run, list_runs
     from sidecar.resources import start_resources
 
     res = start_resources(settings, load_models=False)
@@ -243,7 +243,7 @@ def _action(settings: Settings, run_id: int | None, action: str, as_json: bool) 
             driver.reconcile(res, picked)
             _no_worker_warning(res)
         with res.db.connection() as conn:
-            from jobs.runs import get_run
+            from sidecar.db.backfill_runs import get_run
 
             _print_run(get_run(conn, picked), as_json)
     finally:

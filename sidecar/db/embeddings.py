@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 import numpy as np
 import psycopg
@@ -14,7 +15,8 @@ from psycopg import sql
 
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, category_subtree
-from sidecar.errors import Conflict
+from sidecar.db.rows import fetch_one
+from sidecar.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +88,54 @@ def register_model(
 
 def find_model(conn: DictConn, name: str) -> RegisteredModel | None:
     """The registered model of that name, if any."""
-    row = conn.execute(
-        "SELECT id, name, dimensions, version FROM sidecar_embedding_models WHERE name = %s",
-        (name,),
-    ).fetchone()
-    if row is None:
-        return None
-    return RegisteredModel(row["id"], row["name"], row["dimensions"], row["version"])
+    return fetch_one(conn, RegisteredModel,
+                     "SELECT id, name, dimensions, version FROM sidecar_embedding_models"
+                     " WHERE name = %s", (name,))
+
+
+def registered_model(conn: DictConn, model_id: int) -> RegisteredModel:
+    """A model of the registry by id."""
+    model = fetch_one(conn, RegisteredModel,
+                      "SELECT id, name, dimensions, version FROM sidecar_embedding_models"
+                      " WHERE id = %s", (model_id,))
+    if model is None:
+        raise NotFound(f"no registered embedding model with id {model_id}")
+    return model
+
+
+def pairs_with_vectors(conn: DictConn, strategies: Sequence[int]) -> list[tuple[int, int]]:
+    """(model id, strategy) of every registered model that has vectors of one of ``strategies``."""
+    rows = conn.execute(
+        """
+        SELECT m.id, s.strategy FROM sidecar_embedding_models m
+        CROSS JOIN unnest(%s::int[]) AS s(strategy)
+        WHERE EXISTS (SELECT 1 FROM ai_posts_embeddings e
+                      WHERE e.model_id = m.id AND e.strategy_id = s.strategy)
+        ORDER BY m.id, s.strategy
+        """,
+        (list(strategies),),
+    ).fetchall()
+    return [(int(r["id"]), int(r["strategy"])) for r in rows]
+
+
+def stored_digests(conn: DictConn, model: RegisteredModel, strategy_id: int,
+                   strategy_version: int, post_ids: Sequence[int]) -> dict[int, str]:
+    """Digests of ``post_ids`` stored under the current model and strategy versions (or newer).
+
+    An older version's row is left out: it is re-embedded even when its text is the same.
+    """
+    rows = conn.execute(
+        "SELECT post_id, digest FROM ai_posts_embeddings WHERE model_id = %s"
+        " AND strategy_id = %s AND model_version >= %s AND strategy_version >= %s"
+        " AND post_id = ANY(%s)",
+        (model.id, strategy_id, model.version, strategy_version, list(post_ids)),
+    ).fetchall()
+    return {r["post_id"]: r["digest"] for r in rows}
+
+
+def analyze_embeddings(conn: DictConn) -> None:
+    """Fresh planner statistics of the vectors' table (after many rows changed)."""
+    conn.execute("ANALYZE ai_posts_embeddings")
 
 
 def upsert_embeddings(
@@ -181,9 +224,15 @@ def delete_not_public(
     return cur.rowcount
 
 
-# Backfill phases, in the order they are worked: posts with no vector for (model, strategy);
-# vectors of an older model or strategy version; posts touched since their last check (drift).
-PHASES: tuple[str, ...] = ("missing", "outdated", "drift")
+class Phase(StrEnum):
+    """Why a post is a backfill candidate (a batch's stored ``phase``), in the order worked."""
+
+    MISSING = "missing"  # no vector for (model, strategy)
+    OUTDATED = "outdated"  # a vector of an older model or strategy version
+    DRIFT = "drift"  # touched since its last check
+
+
+PHASES: tuple[Phase, ...] = tuple(Phase)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +240,7 @@ class Candidate:
     """A public post that may need (re-)embedding, with why and its stored digest."""
 
     post_id: int
-    phase: str
+    phase: Phase
     digest: str | None
 
 

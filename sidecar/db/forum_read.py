@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, LiteralString
 
+import psycopg
 from psycopg import sql
 
 from sidecar.core.strategy import PostSource
 from sidecar.core.text import html_to_text
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, post_is_public
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, RESTRICTED_CATEGORIES, post_is_public
+from sidecar.db.rows import fetch_one
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,3 +113,51 @@ def forum_counts(conn: DictConn) -> dict[str, int]:
     ).fetchone()
     assert row is not None
     return {k: int(v) for k, v in row.items()}
+
+
+def public_topic_count(conn: DictConn) -> int:
+    """How many topics have at least one public post."""
+    row = conn.execute(
+        sql.SQL("SELECT count(DISTINCT p.topic_id) AS n FROM posts p {joins} WHERE {public}")
+        .format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE))
+    ).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def existing_ids(conn: psycopg.Connection[Any], table: LiteralString) -> set[int]:
+    """Every id of a forum table (``categories``, ``topics``...)."""
+    with conn.cursor() as cur:
+        cur.execute(sql.SQL("SELECT id FROM {}").format(sql.Identifier(table)))
+        return {int(r[0]) for r in cur.fetchall()}
+
+
+@dataclass
+class Visibility:
+    """Loaded posts as the sidecar will treat them (``sidecar.db.public``)."""
+
+    public: int = 0
+    not_public: int = 0
+    in_restricted_categories: int = 0  # a restricted category or any of its ancestors
+
+
+def visibility(conn: psycopg.Connection[Any], post_ids: list[int]) -> Visibility:
+    """How many of these posts are public, and how many sit under a restricted category."""
+    found = fetch_one(
+        conn, Visibility,
+        sql.SQL(
+            """
+            SELECT count(*) FILTER (WHERE public.id IS NOT NULL) AS public,
+                   count(*) FILTER (WHERE public.id IS NULL) AS not_public,
+                   count(*) FILTER (WHERE t.category_id IN {restricted})
+                       AS in_restricted_categories
+            FROM posts p JOIN topics t ON t.id = p.topic_id
+            LEFT JOIN (SELECT p.id FROM posts p {joins} WHERE p.id = ANY(%(ids)s) AND {public}
+                      ) public ON public.id = p.id
+            WHERE p.id = ANY(%(ids)s)
+            """
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 restricted=sql.SQL(RESTRICTED_CATEGORIES)),
+        {"ids": post_ids},
+    )
+    assert found is not None
+    return found

@@ -193,3 +193,16 @@ def public_topics(conn: DictConn, post_ids: Sequence[int]) -> dict[int, int]:
         (list(post_ids),),
     ).fetchall()
     return {int(r["id"]): int(r["topic_id"]) for r in rows}
+
+
+def websearch_tsquery(conn: DictConn, ts_config: str, query: str) -> str:
+    """``websearch_to_tsquery`` of ``query`` as text ('' when no word is searchable)."""
+    row = conn.execute(
+        "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q", (ts_config, query)
+    ).fetchone()
+    return str(row["q"]) if row else ""
+
+
+def repeatable_read(conn: DictConn) -> None:
+    """Make the connection's transaction (first statement) one snapshot: REPEATABLE READ."""
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

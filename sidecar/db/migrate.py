@@ -99,6 +99,15 @@ def ensure_pgvector(conn: psycopg.Connection[Any]) -> str:
     return version
 
 
+def pgvector_version(conn: psycopg.Connection[Any]) -> str | None:
+    """The installed pgvector's version, or None when the extension is not installed."""
+    with conn.cursor() as cur:
+        row = cur.execute(_VECTOR_VERSION).fetchone()
+    if row is None:
+        return None
+    return str(row[0] if not isinstance(row, dict) else row["extversion"])
+
+
 def _table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
     row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"public.{name}",)).fetchone()
     return bool(row and row[0])

@@ -16,6 +16,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from sidecar.db.pool import DictConn
+from sidecar.db.rows import fetch_all, fetch_one
 
 _COLUMNS = sql.SQL(
     "id, created_at, conversation, query, query_source, locale, zone, gate_reason, scorer,"
@@ -46,24 +47,30 @@ class RetrievalRow:
     trace: list[dict[str, Any]] = field(default_factory=list)
 
 
-def get_retrieval(conn: DictConn, retrieval_id: uuid.UUID | str) -> dict[str, Any] | None:
-    """One stored retrieval as a dict of its columns, or None if there is no such row.
+@dataclass(frozen=True, kw_only=True)
+class StoredRetrieval(RetrievalRow):
+    """A stored retrieval: what was written, and when."""
 
-    This is the function ``/v1/sanitize`` uses: ``row["evidence"]`` is the list of numbered
+    created_at: datetime
+
+
+def get_retrieval(conn: DictConn, retrieval_id: uuid.UUID | str) -> StoredRetrieval | None:
+    """One stored retrieval, or None if there is no such row.
+
+    This is the function ``/v1/sanitize`` uses: ``row.evidence`` is the list of numbered
     evidence items (``n`` from 1) returned to the caller, each with ``topic_id``, ``post_id``,
-    ``post_number``, ``title`` and ``url``. ``row["id"]`` is a :class:`uuid.UUID`; jsonb columns
-    come back as Python lists/dicts. A malformed id (not a UUID) also gives None, so callers
-    answer "not found" instead of failing.
+    ``post_number``, ``title`` and ``url``; jsonb columns come back as Python lists/dicts. A
+    malformed id (not a UUID) also gives None, so callers answer "not found" instead of failing.
     """
     try:
         key = retrieval_id if isinstance(retrieval_id, uuid.UUID) else uuid.UUID(str(retrieval_id))
     except ValueError:
         return None
-    row = conn.execute(
+    return fetch_one(
+        conn, StoredRetrieval,
         sql.SQL("SELECT {cols} FROM sidecar_retrievals WHERE id = %s").format(cols=_COLUMNS),
         (key,),
-    ).fetchone()
-    return dict(row) if row is not None else None
+    )
 
 
 def insert_retrieval(conn: DictConn, row: RetrievalRow) -> None:
@@ -89,7 +96,7 @@ def list_retrievals(
     until: datetime | None = None,
     limit: int = 50,
     offset: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[StoredRetrieval]:
     """Stored retrievals, newest first, optionally only some zones and a time window."""
     where: list[sql.Composable] = []
     params: list[Any] = []
@@ -103,13 +110,13 @@ def list_retrievals(
         where.append(sql.SQL("created_at < %s"))
         params.append(until)
     clause = sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where) if where else sql.SQL("")
-    rows = conn.execute(
+    return fetch_all(
+        conn, StoredRetrieval,
         sql.SQL("SELECT {cols} FROM sidecar_retrievals{where}"
                 " ORDER BY created_at DESC, id LIMIT %s OFFSET %s").format(
             cols=_COLUMNS, where=clause),
         (*params, limit, offset),
-    ).fetchall()
-    return [dict(r) for r in rows]
+    )
 
 
 def purge_retrievals(conn: DictConn, older_than_days: int) -> int:

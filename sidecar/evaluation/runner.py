@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from psycopg import sql
 from tqdm import tqdm
 
 from sidecar.core.chain import ChainFlags
@@ -26,7 +25,7 @@ from sidecar.core.knee import knee_cut
 from sidecar.core.types import TopicHit
 from sidecar.db.chain_read import post_vectors
 from sidecar.db.evidence_read import post_similarities
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.forum_read import public_topic_count
 from sidecar.evaluation import metrics as m
 from sidecar.evaluation.configs import SERVED, EvalConfig, Matrix
 from sidecar.evaluation.dataset import EvalDataset, EvalQuery
@@ -274,11 +273,7 @@ class Runner:
 def public_topics(res: Resources) -> int:
     """How many topics have at least one public post."""
     with res.db.connection() as conn:
-        row = conn.execute(sql.SQL("SELECT count(DISTINCT p.topic_id) AS n FROM posts p {joins}"
-                                   " WHERE {public}").format(joins=sql.SQL(PUBLIC_JOINS),
-                                                             public=sql.SQL(PUBLIC_WHERE))
-                           ).fetchone()
-    return int(row["n"]) if row else 0
+        return public_topic_count(conn)
 
 
 def aggregate(queries: Sequence[QueryResult], has_posts: bool) -> dict[str, float | None]:

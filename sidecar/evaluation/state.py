@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from models.protocols import Embedder, Reranker
@@ -28,6 +27,7 @@ from sidecar.bootstrap import backfill_sync, sync_keyword
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import count_embeddings, ensure_index
 from sidecar.db.forum_read import forum_counts
+from sidecar.db.meta import create_database, get_meta, set_meta
 from sidecar.errors import ConfigurationError, InvalidInput
 from sidecar.evaluation.dataset import forum_digest
 from sidecar.importer import import_dump
@@ -113,35 +113,27 @@ class EvalState:
 
 def _ensure_database(admin_url: str, name: str) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            try:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-            except psycopg.errors.DuplicateDatabase:
-                pass  # another evaluation created it at the same moment
-            except psycopg.errors.InsufficientPrivilege as exc:
-                raise ConfigurationError(
-                    f"cannot create the evaluation database {name}: the DATABASE_URL role lacks "
-                    "CREATEDB. Grant it, create the database yourself, or unset DATABASE_URL to "
-                    "evaluate in an embedded PostgreSQL."
-                ) from exc
-            log.info("created the evaluation database %s", name)
+        try:
+            created = create_database(conn, name)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise ConfigurationError(
+                f"cannot create the evaluation database {name}: the DATABASE_URL role lacks "
+                "CREATEDB. Grant it, create the database yourself, or unset DATABASE_URL to "
+                "evaluate in an embedded PostgreSQL."
+            ) from exc
+    if created:
+        log.info("created the evaluation database %s", name)
     return make_conninfo(admin_url, dbname=name)
 
 
 def _marker(res: Resources, key: str) -> str | None:
     with res.db.connection() as conn:
-        row = conn.execute("SELECT value FROM sidecar_meta WHERE key = %s", (key,)).fetchone()
-    return str(row["value"]) if row else None
+        return get_meta(conn, key)
 
 
 def _set_marker(res: Resources, key: str, value: str) -> None:
     with res.db.connection() as conn:
-        conn.execute(
-            "INSERT INTO sidecar_meta (key, value) VALUES (%s, %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            (key, value),
-        )
+        set_meta(conn, key, value)
 
 
 def eval_settings(settings: Settings, database_url: str) -> Settings:

@@ -50,10 +50,7 @@ def keyword_tsquery(conn: DictConn, ts_config: str, query: str) -> tuple[str, bo
     made only of plain words is therefore relaxed to OR (BM25 rewards posts that match more,
     and rarer, words): the flag says so. Explicit operators are kept as the member wrote them.
     """
-    row = conn.execute(
-        "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q", (ts_config, query)
-    ).fetchone()
-    text = str(row["q"]) if row else ""
+    text = ksql.websearch_tsquery(conn, ts_config, query)
     relaxed = not _USER_OPERATORS.search(query)
     if relaxed:
         # Hyphenated words stay phrases ('c-state' <-> 'c' <-> 'state'): <-> binds tighter.

@@ -185,7 +185,7 @@ class KeywordIndex:
             with self.db.connection() as conn:
                 # One snapshot for the documents and the log position: a change logged after it
                 # is applied below; one logged before it is already in the documents.
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                ksql.repeatable_read(conn)
                 last = ksql.last_change(conn)
                 ksql.set_watermark_once(conn, ksql.utc_now(conn) - ksql.CATCH_UP_MARGIN)
                 writer.add(ksql.all_public_documents(conn))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -83,12 +83,3 @@ class LabelRequest(BaseModel):
             raise ValueError("correct_abstention takes no right_topic_id")
         return self
 
-
-class StoredLabel(BaseModel):
-    """A label as stored."""
-
-    label: Label
-    right_topic_id: int | None
-    note: str | None
-    moderator: str | None
-    labelled_at: datetime

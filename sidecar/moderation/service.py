@@ -10,8 +10,9 @@ from typing import Any
 from sidecar.core.calibration import LabelledScore, ScorerReport, calibrate_scorer, scorer_kind
 from sidecar.core.zones import ScorerKind, Thresholds
 from sidecar.db import Database
+from sidecar.db import moderation as repo
+from sidecar.db.moderation import ReviewCounts, ReviewItem
 from sidecar.errors import InvalidInput, NotFound
-from sidecar.moderation import repository as repo
 from sidecar.moderation.models import LabelRequest, ReviewFilters
 from sidecar.settings import Settings
 
@@ -24,21 +25,21 @@ def parse_id(value: str) -> uuid.UUID:
         raise NotFound(f"no retrieval {value!r}") from None
 
 
-def _label_of(row: dict[str, Any]) -> dict[str, Any] | None:
-    if row.get("label") is None:
+def _label_of(row: ReviewItem) -> dict[str, Any] | None:
+    if row.label is None or row.labelled_at is None:
         return None
-    return {"label": row["label"], "right_topic_id": row["right_topic_id"], "note": row["note"],
-            "moderator": row["moderator"], "labelled_at": row["labelled_at"].isoformat()}
+    return {"label": row.label, "right_topic_id": row.right_topic_id, "note": row.note,
+            "moderator": row.moderator, "labelled_at": row.labelled_at.isoformat()}
 
 
-def item_json(row: dict[str, Any]) -> dict[str, Any]:
+def item_json(row: ReviewItem) -> dict[str, Any]:
     """One row of the review list, as the JSON API returns it."""
     return {
-        "id": str(row["id"]), "created_at": row["created_at"].isoformat(),
-        "zone": row["zone"], "query": row["query"], "query_source": row["query_source"],
-        "gate_reason": row["gate_reason"], "scorer": row["scorer"],
-        "top_score": row["top_score"], "locale": row["locale"],
-        "evidence_count": row["evidence_count"], "top_title": row["top_title"],
+        "id": str(row.id), "created_at": row.created_at.isoformat(),
+        "zone": row.zone.value, "query": row.query, "query_source": row.query_source,
+        "gate_reason": row.gate_reason, "scorer": row.scorer,
+        "top_score": row.top_score, "locale": row.locale,
+        "evidence_count": row.evidence_count, "top_title": row.top_title,
         "label": _label_of(row),
     }
 
@@ -47,7 +48,7 @@ def item_json(row: dict[str, Any]) -> dict[str, Any]:
 class ReviewPage:
     """One page of the review list."""
 
-    items: list[dict[str, Any]]
+    items: list[ReviewItem]
     total: int
     filters: ReviewFilters
 
@@ -77,7 +78,7 @@ class ModerationService:
             items, total = repo.list_review(conn, filters)
         return ReviewPage(items, total, filters)
 
-    def overview(self) -> tuple[dict[str, int], list[str]]:
+    def overview(self) -> tuple[ReviewCounts, list[str]]:
         """Counts for the list's header and the scorers for its filter."""
         with self.db.connection() as conn:
             return repo.review_counts(conn), repo.review_scorers(conn)
@@ -88,14 +89,14 @@ class ModerationService:
             row = repo.get_review(conn, retrieval_id)
             if row is None:
                 raise NotFound(f"no retrieval {retrieval_id}")
-            candidates = row["candidates"] if isinstance(row["candidates"], list) else []
+            candidates = row.candidates if isinstance(row.candidates, list) else []
             ids = sorted({int(c["topic_id"]) for c in candidates
                           if isinstance(c, dict) and str(c.get("topic_id", "")).isdigit()})
             titles = repo.public_topic_titles(conn, ids)
         data = item_json(row)
         data.update(
-            conversation=row["conversation"], scores=row["scores"], evidence=row["evidence"],
-            trace=row["trace"],
+            conversation=row.conversation, scores=row.scores, evidence=row.evidence,
+            trace=row.trace,
             candidates=[
                 {**c, "title": titles.get(int(c["topic_id"]))
                  if str(c.get("topic_id", "")).isdigit() else None}
@@ -114,15 +115,18 @@ class ModerationService:
                 raise InvalidInput(
                     f"topic {request.right_topic_id} is not a public topic of the forum",
                     details=[{"loc": "right_topic_id", "msg": "not a public topic"}])
-            stored = repo.upsert_label(conn, retrieval_id, request)
-        stored["labelled_at"] = stored["labelled_at"].isoformat()
-        return {"retrieval_id": str(retrieval_id), **stored}
+            stored = repo.upsert_label(conn, retrieval_id, label=request.label,
+                                       right_topic_id=request.right_topic_id,
+                                       note=request.note, moderator=request.moderator)
+        return {"retrieval_id": str(retrieval_id), "label": stored.label,
+                "right_topic_id": stored.right_topic_id, "note": stored.note,
+                "moderator": stored.moderator, "labelled_at": stored.labelled_at.isoformat()}
 
     def calibration(self) -> list[ScorerReport]:
         """One report per labelled cross-encoder or bi-encoder scorer."""
         with self.db.connection() as conn:
             labelled = repo.labelled_scores(conn)
-            scorers = sorted({r["scorer"] for r in labelled if scorer_kind(r["scorer"])})
+            scorers = sorted({r.scorer for r in labelled if scorer_kind(r.scorer)})
             scores = repo.stored_scores(conn, scorers)
         reports = []
         for scorer in scorers:
@@ -130,11 +134,11 @@ class ModerationService:
             assert kind is not None
             points = [
                 LabelledScore(
-                    score=r["top_score"], label=r["label"],
-                    right_at_top=(r["right_topic_id"] is not None
-                                  and r["right_topic_id"] == r["top_topic_id"]),
+                    score=r.top_score, label=r.label,
+                    right_at_top=(r.right_topic_id is not None
+                                  and r.right_topic_id == r.top_topic_id),
                 )
-                for r in labelled if r["scorer"] == scorer
+                for r in labelled if r.scorer == scorer
             ]
             reports.append(calibrate_scorer(scorer, kind, self.thresholds(kind), points,
                                             scores.get(scorer, [])))

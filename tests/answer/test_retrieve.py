@@ -13,7 +13,7 @@ import pytest
 
 from sidecar.core.evidence import passage, plain_text
 from sidecar.db.forum_read import public_posts
-from sidecar.db.retrievals import get_retrieval, list_retrievals
+from sidecar.db.retrievals import StoredRetrieval, get_retrieval, list_retrievals
 from tests.answer.conftest import DATA
 from tests.answer.ollama_server import OllamaServer
 from tests.conftest import API_KEY
@@ -47,7 +47,7 @@ def steps(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["step"]: s for s in body["trace"]}
 
 
-def stored(client: Any, body: dict[str, Any]) -> dict[str, Any]:
+def stored(client: Any, body: dict[str, Any]) -> StoredRetrieval:
     with client.resources.db.connection() as conn:
         row = get_retrieval(conn, body["retrieval_id"])
     assert row is not None
@@ -107,15 +107,15 @@ def test_single_turn_without_cross_encoder(make_client: Callable[..., Any]) -> N
             assert e["score"] == pytest.approx(cosine, abs=2e-3)
 
     row = stored(client, body)
-    assert row["evidence"] == evidence and row["zone"] == body["zone"]
-    assert row["query"] == WIREGUARD and row["query_source"] == "single_turn"
-    assert row["scorer"] == body["scorer"] and row["top_score"] == body["top_score"]
-    assert row["scores"] == [e["score"] for e in evidence]
-    assert row["conversation"] == [{"role": "user", "content": WIREGUARD}]
-    assert row["gate_reason"] is None and row["locale"] is None
-    assert [s["step"] for s in row["trace"]] == STAGES
+    assert row.evidence == evidence and row.zone == body["zone"]
+    assert row.query == WIREGUARD and row.query_source == "single_turn"
+    assert row.scorer == body["scorer"] and row.top_score == body["top_score"]
+    assert row.scores == [e["score"] for e in evidence]
+    assert row.conversation == [{"role": "user", "content": WIREGUARD}]
+    assert row.gate_reason is None and row.locale is None
+    assert [s["step"] for s in row.trace] == STAGES
     # The wide candidate list: at least rerank_candidates_min topics, evidence among them.
-    candidates = row["candidates"]
+    candidates = row.candidates
     assert len(candidates) >= 20
     assert [c["fused_rank"] for c in candidates] == sorted(c["fused_rank"] for c in candidates)
     by_topic = {c["topic_id"]: c for c in candidates}
@@ -127,7 +127,7 @@ def test_limit_and_locale(make_client: Callable[..., Any]) -> None:
     client = make_client()
     body = retrieve(client, WIREGUARD, limit=3, locale="fr-FR")
     assert len(body["evidence"]) == 3
-    assert stored(client, body)["locale"] == "fr-FR"
+    assert stored(client, body).locale == "fr-FR"
     assert steps(body)["rerank"]["detail"]["candidates"] >= 20
 
 
@@ -154,7 +154,7 @@ def test_cross_encoder_reranks_with_the_standalone_question(
     assert np.allclose(scores, expected, atol=1e-4)
 
     # The kept items are the best of the wide list.
-    candidates = stored(client, body)["candidates"]
+    candidates = stored(client, body).candidates
     kept = {e["topic_id"] for e in body["evidence"]}
     worst_kept = min(scores)
     assert all(c["score"] <= worst_kept + 1e-9 for c in candidates if c["topic_id"] not in kept)
@@ -234,7 +234,7 @@ def test_zones_follow_the_configured_thresholds(
         detail = steps(body)["zone"]["detail"]
         assert (detail["abstain_below"], detail["normal_from"]) == (abstain, normal)
         row = stored(client, body)
-        assert row["zone"] == zone and row["scorer"] == body["scorer"]
+        assert row.zone == zone and row.scorer == body["scorer"]
         assert metric(client, "sidecar_zones_total", zone=zone) == 1
 
 
@@ -267,7 +267,7 @@ def test_follow_up_condensed_then_served_from_cache(
     assert second["query"] == REWRITE and second["query_source"] == "cache"
     assert second["evidence"] == first["evidence"]
     assert fake_ollama.chat_calls == 1  # no LLM call the second time
-    assert stored(client, second)["query_source"] == "cache"
+    assert stored(client, second).query_source == "cache"
 
     assert metric(client, "sidecar_condense_total", source="llm") == 1
     assert metric(client, "sidecar_condense_total", source="cache") == 1
@@ -363,9 +363,9 @@ def test_each_gate_reason_abstains_with_200(
     assert all(status[s] == "skipped" for s in STAGES if s not in {"gate", "zone"})
     assert fake_ollama.chat_calls == 0  # nothing runs after the gate
     row = stored(client, body)
-    assert (row["zone"], row["gate_reason"], row["query_source"]) == ("abstain", reason, "gate")
-    assert row["scorer"] == "none" and row["top_score"] is None
-    assert row["conversation"][-1]["content"] == message
+    assert (row.zone, row.gate_reason, row.query_source) == ("abstain", reason, "gate")
+    assert row.scorer == "none" and row.top_score is None
+    assert row.conversation[-1]["content"] == message
     assert metric(client, "sidecar_gate_rejections_total", reason=reason) == 1
 
 
@@ -375,8 +375,8 @@ def test_abstain_and_normal_rows_are_listed(make_client: Callable[..., Any]) -> 
     gated = retrieve(client, "hello")
     assert (normal["zone"], gated["zone"]) == ("normal", "abstain")
     with client.resources.db.connection() as conn:
-        abstains = {str(r["id"]) for r in list_retrievals(conn, zones=("abstain",), limit=500)}
-        everything = {str(r["id"]) for r in list_retrievals(conn, limit=500)}
+        abstains = {str(r.id) for r in list_retrievals(conn, zones=("abstain",), limit=500)}
+        everything = {str(r.id) for r in list_retrievals(conn, limit=500)}
         assert get_retrieval(conn, "not-a-uuid") is None
     assert gated["retrieval_id"] in abstains and normal["retrieval_id"] not in abstains
     assert {gated["retrieval_id"], normal["retrieval_id"]} <= everything
@@ -466,10 +466,10 @@ def test_private_content_never_reaches_the_evidence(
     for canary in probe["canaries"]:
         assert canary not in dumped
     row = stored(client, body)
-    for e in row["evidence"]:
+    for e in row.evidence:
         assert e["post_id"] not in private_posts and e["topic_id"] not in private_topics
         assert not {nb["post_id"] for nb in e["neighbours"]} & private_posts
-    for c in row["candidates"]:
+    for c in row.candidates:
         assert c["post_id"] not in private_posts and c["topic_id"] not in private_topics
 
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 import psycopg
+import pytest
 
+from sidecar.bench import scale_legs as legs
 from sidecar.bench import scale_part
 from sidecar.bench import scale_plan as sp
 from sidecar.bench.report import BenchContext
@@ -49,6 +51,8 @@ def test_scale_part_tiny_forum(tmp_path: Path, eval_settings: Any) -> None:
         else:
             # An HNSW search over 2,000 vectors, or a sequential scan, finds nearly all of them.
             assert 0.8 <= row["recall_at_10"] <= 1.0, row
+        if row["stage"] == "semantic":  # as near as the exact answer counts: never below
+            assert row["recall_at_10"] - 1e-9 <= row["epsilon_recall_at_10"] <= 1.0, row
         if row["stage"] != "hybrid":
             assert row["build_s"] > 0 and row["size_mb"] > 0
     size = data["meta"]["sizes"]["2000"]
@@ -86,3 +90,12 @@ def test_generated_forum_hides_what_the_plan_hides(db_url: str) -> None:
         hidden_at = conn.execute("SELECT count(*) FROM posts WHERE hidden AND hidden_at IS NULL"
                                  ).fetchone()
         assert hidden_at == (0,)
+
+
+def test_epsilon_recall_counts_results_as_near_as_the_exact_tenth() -> None:
+    exact = np.array([[0.9, 0.8, 0.7, -np.inf]], dtype=np.float32)  # 3 public posts only
+    # Distances 0.1, 0.2, 0.3 exact; the 3rd found is a different post at distance 0.302
+    # (within 1%), the 2nd one at 0.35 (not).
+    assert legs.epsilon_recall([[0.9, 0.65, 0.698]], exact, k=3) == pytest.approx(2 / 3)
+    assert legs.epsilon_recall([[0.9, 0.8, 0.7]], exact, k=3) == 1.0
+    assert legs.epsilon_recall([[0.5]], exact, k=3) == 0.0

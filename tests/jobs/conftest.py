@@ -90,7 +90,7 @@ def vector_rows(url: str, model_id: int, strategy: int = 1) -> list[tuple[int, s
 
 def run_record(res: Resources, run_id: int) -> Any:
     """The stored run."""
-    from jobs.runs import get_run
+    from sidecar.db.backfill_runs import get_run
 
     with res.db.connection() as conn:
         return get_run(conn, run_id)

@@ -12,10 +12,9 @@ import psycopg
 import pytest
 
 from models.protocols import Embedder
+from sidecar.db.moderation import upsert_label
 from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.errors import InvalidInput
-from sidecar.moderation.models import LabelRequest
-from sidecar.moderation.repository import upsert_label
 from sidecar.tuning.session import run_tune
 from tests.conftest import demo_forum
 from tests.helpers import demo_queries
@@ -39,8 +38,8 @@ def judged_forum(pg_admin_url: str, redis_url: str, minilm: Embedder,
                     id=rid, conversation=[{"role": "user", "content": q["text"]}],
                     query=q["text"], query_source="single_turn", zone="abstain",
                     scorer="bi-encoder:test"))
-                upsert_label(conn, rid, LabelRequest(label="should_have_answered",
-                                                     right_topic_id=q["expected_topic_id"]))
+                upsert_label(conn, rid, label="should_have_answered",
+                             right_topic_id=q["expected_topic_id"], note=None, moderator=None)
             private = conn.execute(PRIVATE_TOPIC_SQL).fetchone()
             assert private is not None
             titles = conn.execute(

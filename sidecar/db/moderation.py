@@ -1,19 +1,26 @@
-"""SQL of the moderator review: the review list, one retrieval, labels, calibration inputs."""
+"""SQL of the moderator review: the review list, one retrieval, labels, calibration inputs.
+
+Reads ``sidecar_retrievals`` (written by :mod:`sidecar.db.retrievals`) and reads and writes
+``sidecar_retrieval_labels``. Rows come back as the frozen dataclasses below.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from psycopg import sql
 
+from sidecar.core.zones import Zone
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
-from sidecar.moderation.models import LabelRequest, ReviewFilters
+from sidecar.db.rows import fetch_all, fetch_one
 
-REVIEW_ZONES = ("abstain", "cautious")
+# The zones a moderator reviews: the answers held back or hedged.
+REVIEW_ZONES = (Zone.ABSTAIN, Zone.CAUTIOUS)
 
 _ITEM = sql.SQL("""
     r.id, r.created_at, r.zone, r.query, r.query_source, r.gate_reason, r.scorer, r.top_score,
@@ -26,6 +33,97 @@ _FROM = sql.SQL(
 )
 
 
+class ReviewFilter(Protocol):
+    """What the review list is filtered by (``sidecar.moderation.models.ReviewFilters``)."""
+
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def labelled(self) -> str | None: ...
+    @property
+    def label(self) -> str | None: ...
+    @property
+    def scorer(self) -> str | None: ...
+    @property
+    def date_from(self) -> date | None: ...
+    @property
+    def date_to(self) -> date | None: ...
+    @property
+    def q(self) -> str | None: ...
+    @property
+    def page(self) -> int: ...
+    @property
+    def per_page(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """One row of the review list: a retrieval and its label (the label's fields None if none)."""
+
+    id: uuid.UUID
+    created_at: datetime
+    zone: Zone
+    query: str
+    query_source: str
+    gate_reason: str | None
+    scorer: str
+    top_score: float | None
+    locale: str | None
+    evidence_count: int
+    top_title: str | None
+    label: str | None
+    right_topic_id: int | None
+    note: str | None
+    moderator: str | None
+    labelled_at: datetime | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "zone", Zone(self.zone))
+
+
+@dataclass(frozen=True)
+class ReviewDetail(ReviewItem):
+    """One retrieval with everything stored about it (jsonb columns as Python lists)."""
+
+    conversation: Any
+    scores: Any
+    evidence: Any
+    candidates: Any
+    trace: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewCounts:
+    """Abstain and cautious retrievals, labelled and not (the list's header)."""
+
+    abstain: int
+    cautious: int
+    labelled: int
+    unlabelled: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLabel:
+    """A label as stored."""
+
+    label: str
+    right_topic_id: int | None
+    note: str | None
+    moderator: str | None
+    labelled_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRetrieval:
+    """A label with its retrieval's scorer, best score and first evidence topic."""
+
+    scorer: str
+    top_score: float | None
+    label: str
+    right_topic_id: int | None
+    top_topic_id: int | None
+
+
 def _like(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -35,7 +133,7 @@ def _day(d: date) -> datetime:
     return datetime.combine(d, time.min, tzinfo=UTC)
 
 
-def _where(f: ReviewFilters) -> tuple[sql.Composable, list[Any]]:
+def _where(f: ReviewFilter) -> tuple[sql.Composable, list[Any]]:
     clauses: list[sql.Composable] = [sql.SQL("r.zone = ANY(%s)")]
     params: list[Any] = [[f.zone] if f.zone else list(REVIEW_ZONES)]
     if f.labelled == "yes":
@@ -61,37 +159,39 @@ def _where(f: ReviewFilters) -> tuple[sql.Composable, list[Any]]:
     return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(clauses), params
 
 
-def list_review(conn: DictConn, filters: ReviewFilters) -> tuple[list[dict[str, Any]], int]:
+def list_review(conn: DictConn, filters: ReviewFilter) -> tuple[list[ReviewItem], int]:
     """One page of abstain/cautious retrievals (newest first) and the total matching."""
     where, params = _where(filters)
     total_row = conn.execute(sql.SQL("SELECT count(*) AS n") + _FROM + where, params).fetchone()
-    rows = conn.execute(
+    items = fetch_all(
+        conn, ReviewItem,
         sql.SQL("SELECT ") + _ITEM + _FROM + where
         + sql.SQL(" ORDER BY r.created_at DESC, r.id DESC LIMIT %s OFFSET %s"),
         [*params, filters.per_page, (filters.page - 1) * filters.per_page],
-    ).fetchall()
-    return [dict(r) for r in rows], int(total_row["n"]) if total_row else 0
+    )
+    return items, int(total_row["n"]) if total_row else 0
 
 
-def get_review(conn: DictConn, retrieval_id: uuid.UUID) -> dict[str, Any] | None:
+def get_review(conn: DictConn, retrieval_id: uuid.UUID) -> ReviewDetail | None:
     """One retrieval with everything stored about it and its label."""
-    row = conn.execute(
+    return fetch_one(
+        conn, ReviewDetail,
         sql.SQL("SELECT ") + _ITEM
         + sql.SQL(", r.conversation, r.scores, r.evidence, r.candidates, r.trace") + _FROM
         + sql.SQL(" WHERE r.id = %s"),
         (retrieval_id,),
-    ).fetchone()
-    return dict(row) if row else None
+    )
 
 
-def review_counts(conn: DictConn) -> dict[str, int]:
+def review_counts(conn: DictConn) -> ReviewCounts:
     """Abstain and cautious retrievals, labelled and not (the list's header)."""
-    row = conn.execute(sql.SQL(
+    counts = fetch_one(conn, ReviewCounts, sql.SQL(
         "SELECT count(*) FILTER (WHERE r.zone = 'abstain') AS abstain,"
         " count(*) FILTER (WHERE r.zone = 'cautious') AS cautious,"
         " count(l.retrieval_id) AS labelled, count(*) - count(l.retrieval_id) AS unlabelled"
-    ) + _FROM + sql.SQL(" WHERE r.zone = ANY(%s)"), (list(REVIEW_ZONES),)).fetchone()
-    return {k: int(v) for k, v in (row or {}).items()}
+    ) + _FROM + sql.SQL(" WHERE r.zone = ANY(%s)"), (list(REVIEW_ZONES),))
+    assert counts is not None  # an aggregate always has its row
+    return counts
 
 
 def review_scorers(conn: DictConn) -> list[str]:
@@ -122,10 +222,12 @@ def retrieval_exists(conn: DictConn, retrieval_id: uuid.UUID) -> bool:
                         (retrieval_id,)).fetchone() is not None
 
 
-def upsert_label(conn: DictConn, retrieval_id: uuid.UUID, label: LabelRequest
-                 ) -> dict[str, Any]:
+def upsert_label(conn: DictConn, retrieval_id: uuid.UUID, *, label: str,
+                 right_topic_id: int | None, note: str | None,
+                 moderator: str | None) -> StoredLabel:
     """Store (or replace) the label of a retrieval."""
-    row = conn.execute(
+    stored = fetch_one(
+        conn, StoredLabel,
         """
         INSERT INTO sidecar_retrieval_labels
             (retrieval_id, label, right_topic_id, note, moderator, labelled_at)
@@ -135,23 +237,23 @@ def upsert_label(conn: DictConn, retrieval_id: uuid.UUID, label: LabelRequest
             note = EXCLUDED.note, moderator = EXCLUDED.moderator, labelled_at = now()
         RETURNING label, right_topic_id, note, moderator, labelled_at
         """,
-        (retrieval_id, label.label, label.right_topic_id, label.note, label.moderator),
-    ).fetchone()
-    assert row is not None
-    return dict(row)
+        (retrieval_id, label, right_topic_id, note, moderator),
+    )
+    assert stored is not None
+    return stored
 
 
-def labelled_scores(conn: DictConn) -> list[dict[str, Any]]:
+def labelled_scores(conn: DictConn) -> list[LabelledRetrieval]:
     """Every label with its retrieval's scorer, best score and first evidence topic."""
-    rows = conn.execute(
+    return fetch_all(
+        conn, LabelledRetrieval,
         """
         SELECT r.scorer, r.top_score, l.label, l.right_topic_id,
                CASE WHEN r.evidence -> 0 ->> 'topic_id' ~ '^[0-9]{1,12}$'
                     THEN (r.evidence -> 0 ->> 'topic_id')::bigint END AS top_topic_id
         FROM sidecar_retrieval_labels l JOIN sidecar_retrievals r ON r.id = l.retrieval_id
-        """
-    ).fetchall()
-    return [dict(r) for r in rows]
+        """,
+    )
 
 
 def stored_scores(conn: DictConn, scorers: Sequence[str]) -> dict[str, list[float]]:
