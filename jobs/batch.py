@@ -14,8 +14,6 @@ from enum import StrEnum
 from typing import Any
 
 from jobs import driver, planner
-from jobs.context import JobContext
-from jobs.env import Env
 from jobs.errors import Failure, classify, describe
 from sidecar.db.backfill_batches import (
     fail_batch,
@@ -29,6 +27,7 @@ from sidecar.db.backfill_runs import Run, RunStatus, StopReason, get_run, stop_r
 from sidecar.db.pool import DictConn
 from sidecar.errors import NotFound
 from sidecar.indexing import BatchResult
+from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +57,13 @@ class Outcome:
         return data
 
 
-def execute_batch(ctx: JobContext, run_id: int, seq: int, *, job_id: str | None) -> Outcome:
+def execute_batch(res: Resources, run_id: int, seq: int, *, job_id: str | None) -> Outcome:
     """Embed batch ``seq`` of run ``run_id`` if the run still takes batches.
 
     A run that is paused, stopped or past its deadline does not take the batch: it goes back to
     pending (a resumed run enqueues it again). Errors are recorded on the run (terminal provider
     errors count towards pausing it) and raised, so RQ retries the job with backoff.
     """
-    res = ctx.resources
     with res.db.connection() as conn:
         run = get_run(conn, run_id)
         batch = get_batch(conn, run_id, seq)
@@ -79,7 +77,7 @@ def execute_batch(ctx: JobContext, run_id: int, seq: int, *, job_id: str | None)
         if run.deadline is not None and datetime.now(UTC) >= run.deadline:
             stop_run(conn, run_id, StopReason.DEADLINE)
             return Outcome(OutcomeStatus.SKIPPED, f"run #{run_id} reached its deadline")
-    indexer = ctx.indexer(ctx.model(run.model_id), run.strategy_id)
+    indexer = res.indexer(res.model_by_id(run.model_id), run.strategy_id)
     settled: list[bool] = []
 
     def count(conn: DictConn, result: BatchResult) -> None:
@@ -94,7 +92,7 @@ def execute_batch(ctx: JobContext, run_id: int, seq: int, *, job_id: str | None)
         with res.db.connection() as conn:
             paused = record_error(conn, run_id, describe(exc),
                                   counts=failure is Failure.TERMINAL,
-                                  pause_after=ctx.settings.backfill_pause_after_errors)
+                                  pause_after=res.settings.backfill_pause_after_errors)
         if paused:
             log.error("run #%d paused after repeated provider errors: %s", run_id, describe(exc))
         raise
@@ -102,11 +100,11 @@ def execute_batch(ctx: JobContext, run_id: int, seq: int, *, job_id: str | None)
                    result=result)
 
 
-def give_up_batch(env: Env, run_id: int, seq: int, exc: BaseException | None,
+def give_up_batch(res: Resources, run_id: int, seq: int, exc: BaseException | None,
                   job_id: str | None) -> None:
     """A batch whose retries are spent: failed (and counted), or back to pending if paused."""
     message = describe(exc) if exc is not None else "gave up"
-    with env.db.connection() as conn:
+    with res.db.connection() as conn:
         run = get_run(conn, run_id, lock=True)
         if run.status != RunStatus.RUNNING:
             release_batch(conn, run_id, seq, job_id)
@@ -115,18 +113,17 @@ def give_up_batch(env: Env, run_id: int, seq: int, exc: BaseException | None,
             # Terminal errors were counted when raised; the others count once given up.
             counts = exc is None or classify(exc) is not Failure.TERMINAL
             record_error(conn, run_id, message, counts=counts,
-                         pause_after=env.settings.backfill_pause_after_errors)
+                         pause_after=res.settings.backfill_pause_after_errors)
 
 
-def run_sync(ctx: JobContext, run_id: int,
+def run_sync(res: Resources, run_id: int,
              on_progress: Callable[[Run], None] | None = None) -> Run:
     """``sidecar backfill --sync``: plan and work a run in this process, no queue.
 
     No retries here: a batch that raises is recorded as failed (terminal provider errors still
     pause the run, which ends the loop). The index is built in-process at the end.
     """
-    res = ctx.resources
-    run = planner.plan_run(ctx, run_id)
+    run = planner.plan_run(res, run_id)
     if on_progress:
         on_progress(run)
     while run.status == RunStatus.RUNNING:
@@ -135,7 +132,7 @@ def run_sync(ctx: JobContext, run_id: int,
         if seq is None:
             break
         try:
-            execute_batch(ctx, run_id, seq, job_id=None)
+            execute_batch(res, run_id, seq, job_id=None)
         except Exception as exc:
             log.error("run #%d batch %d failed: %s", run_id, seq, describe(exc))
             give_up_batch(res, run_id, seq, exc, None)

@@ -20,7 +20,6 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from jobs import queues
-from jobs.env import Env
 from jobs.runs import create_run
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.backfill_batches import (
@@ -51,6 +50,7 @@ from sidecar.db.embeddings import (
     registered_model,
 )
 from sidecar.errors import InvalidInput
+from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,14 @@ WINDOW = 8
 ALIVE = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
 
 
-def _job_id(res: Env, what: str, *parts: int) -> str:
+def _job_id(res: Resources, what: str, *parts: int) -> str:
     # Unique per enqueue: a batch enqueued again gets a new job, so rq's registries keep the
     # history of the old one (its failure reason) instead of overwriting it.
     return "-".join([res.settings.queue_prefix, what, *map(str, parts), uuid.uuid4().hex[:8]])
 
 
 def start_run(
-    res: Env,
+    res: Resources,
     *,
     model: RegisteredModel | None = None,
     strategy: int | None = None,
@@ -101,7 +101,7 @@ def start_run(
     return run
 
 
-def enqueue_plan(res: Env, run_id: int) -> str:
+def enqueue_plan(res: Resources, run_id: int) -> str:
     """Enqueue the planning job of a run in ``planning``."""
     job_id = _job_id(res, "plan", run_id)
     with res.db.connection() as conn:
@@ -112,7 +112,7 @@ def enqueue_plan(res: Env, run_id: int) -> str:
     return job_id
 
 
-def pump(res: Env, run_id: int) -> int:
+def pump(res: Resources, run_id: int) -> int:
     """Enqueue pending batches of a running run up to the window. Returns how many."""
     with res.db.connection() as conn:
         run = get_run(conn, run_id, lock=True)  # serializes concurrent pumps of one run
@@ -142,7 +142,7 @@ def pump(res: Env, run_id: int) -> int:
     return len(seqs)
 
 
-def _alive(res: Env, job_ids: list[str]) -> dict[str, bool]:
+def _alive(res: Resources, job_ids: list[str]) -> dict[str, bool]:
     jobs = Job.fetch_many(job_ids, connection=res.redis) if job_ids else []
     alive: dict[str, bool] = {}
     for job_id, job in zip(job_ids, jobs, strict=True):
@@ -153,7 +153,7 @@ def _alive(res: Env, job_ids: list[str]) -> dict[str, bool]:
     return alive
 
 
-def reconcile(res: Env, run_id: int | None = None) -> dict[str, Any]:
+def reconcile(res: Resources, run_id: int | None = None) -> dict[str, Any]:
     """Re-enqueue what Redis lost for live runs; finish runs whose batches are all settled."""
     with res.db.connection() as conn:
         runs = [get_run(conn, run_id)] if run_id is not None else list_runs(
@@ -182,7 +182,7 @@ def reconcile(res: Env, run_id: int | None = None) -> dict[str, Any]:
     return summary
 
 
-def finish_if_done(res: Env, run_id: int, *, inline: bool = False) -> Run | None:
+def finish_if_done(res: Resources, run_id: int, *, inline: bool = False) -> Run | None:
     """Finish the run if every batch is settled; then build its index (job, or ``inline``)."""
     with res.db.connection() as conn:
         run = try_finish(conn, run_id)
@@ -194,7 +194,7 @@ def finish_if_done(res: Env, run_id: int, *, inline: bool = False) -> Run | None
     return run
 
 
-def on_finished(res: Env, run: Run, *, inline: bool = False) -> None:
+def on_finished(res: Resources, run: Run, *, inline: bool = False) -> None:
     """A run that completed (nothing left) gets its HNSW index; partial runs wait for the last."""
     if run.stop_reason != StopReason.DONE:
         return
@@ -208,7 +208,7 @@ def on_finished(res: Env, run: Run, *, inline: bool = False) -> None:
                    description=f"HNSW index after backfill run #{run.id}")
 
 
-def build_index(res: Env, run_id: int) -> str:
+def build_index(res: Resources, run_id: int) -> str:
     """ANALYZE, then ``CREATE INDEX CONCURRENTLY`` of the run's (model, strategy) if missing.
 
     Search keeps working meanwhile (an exact scan over the partial rows); writes are not

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from jobs import queues
-from jobs.env import Env
 from jobs.tasks import embed_posts, reindex_scope
 from sidecar.db.embeddings import context_dependents, delete_embeddings, delete_not_public
 from sidecar.db.public import public_post_ids
 from sidecar.keyword.changes import log_event
+from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class EventOutcome:
     job_ids: list[str] = field(default_factory=list)
 
 
-def apply_event(res: Env, event: str, ids: Sequence[int]) -> EventOutcome:
+def apply_event(res: Resources, event: str, ids: Sequence[int]) -> EventOutcome:
     """Remove what must go now, queue what must be re-embedded, log it for the keyword index."""
     ids = sorted(set(ids))
     if event not in EMBED_POSTS | REMOVE_POSTS | SCOPES.keys():

@@ -14,11 +14,11 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from jobs.context import JobContext
 from sidecar.db.backfill_runs import Run, RunStatus, get_run, save_plan
 from sidecar.db.embeddings import PHASES, Candidate, Phase, mark_checked
 from sidecar.indexing import Indexer
 from sidecar.keyword.changes import catch_up
+from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -90,18 +90,18 @@ def build_plan(indexer: Indexer, candidates: list[Candidate], *, batch_size: int
     return plan
 
 
-def plan_run(ctx: JobContext, run_id: int) -> Run:
+def plan_run(res: Resources, run_id: int) -> Run:
     """Plan a run in ``planning`` state and save its batches; other states are left alone."""
-    db = ctx.resources.db
+    db = res.db
     with db.connection() as conn:
         run = get_run(conn, run_id)
     if run.status != RunStatus.PLANNING:
         return run
     # The keyword indexes' drift sweep: what changed without an event goes to their change log.
-    catch_up(db, keep_days=ctx.settings.keyword_log_days)
-    model = ctx.model(run.model_id)
-    indexer = ctx.indexer(model, run.strategy_id)
-    candidates = indexer.candidates(min_chars=ctx.settings.min_post_chars)
+    catch_up(db, keep_days=res.settings.keyword_log_days)
+    model = res.model_by_id(run.model_id)
+    indexer = res.indexer(model, run.strategy_id)
+    candidates = indexer.candidates(min_chars=res.settings.min_post_chars)
     plan = build_plan(indexer, candidates, batch_size=run.batch_size, budget=run.budget)
     with db.connection() as conn:
         for ids, read_at in plan.checks:

@@ -1,7 +1,7 @@
 """The RQ job functions. Each takes ids (run, batch, posts, topics), never objects.
 
-They run in ``sidecar worker`` (a ``SimpleWorker``: no fork per job) and find the database, Redis
-and the preloaded embedder in :mod:`jobs.context`.
+They run in ``sidecar worker`` (a ``SimpleWorker``: no fork per job) and find the process's
+resources (database, Redis, the preloaded embedder) in :mod:`jobs.context`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import redis
 from rq import get_current_job
 from rq.job import Job
 
-from jobs import driver, planner, queues
+from jobs import context, driver, planner, queues
 from jobs.batch import OutcomeStatus, execute_batch, give_up_batch
-from jobs.context import JobContext, current, current_env
 from jobs.errors import describe
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.backfill_runs import RunStatus, pause_planning
@@ -30,8 +29,14 @@ from sidecar.db.pool import DictConn
 from sidecar.db.public import public_posts_in_scope
 from sidecar.errors import ConfigurationError
 from sidecar.indexing import BatchResult
+from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
+
+
+def _resources() -> Resources:
+    """What ``sidecar worker`` installed; under a plain ``rq worker``, started here, once."""
+    return context.installed() or context.start_from_environment()
 
 
 def _job_id() -> str | None:
@@ -41,12 +46,12 @@ def _job_id() -> str | None:
 
 def plan_run(run_id: int) -> dict[str, Any]:
     """Plan a run, then enqueue its first batches (or finish it when there is nothing to do)."""
-    ctx = current()
-    run = planner.plan_run(ctx, run_id)
+    res = _resources()
+    run = planner.plan_run(res, run_id)
     if run.status == RunStatus.RUNNING:
-        driver.pump(ctx.resources, run_id)
+        driver.pump(res, run_id)
     elif run.status == RunStatus.FINISHED:
-        driver.on_finished(ctx.resources, run)
+        driver.on_finished(res, run)
     return {"run": run_id, "status": run.status.value, "budgeted": run.budgeted}
 
 
@@ -55,7 +60,7 @@ def on_plan_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
     """Planning that keeps failing pauses its run with the reason, instead of leaving it stuck."""
     if job.retries_left:
         return
-    with current_env().db.connection() as conn:
+    with context.for_callbacks().db.connection() as conn:
         pause_planning(conn, int(job.args[0]),
                        f"planning failed: {describe(exc) if exc else exc_type.__name__}; fix it, "
                        "then `sidecar backfill resume`", describe(exc) if exc else None)
@@ -63,11 +68,11 @@ def on_plan_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcept
 
 def backfill_batch(run_id: int, seq: int) -> dict[str, Any]:
     """Embed one planned batch, count it, and keep the run's window of jobs full."""
-    ctx = current()
-    outcome = execute_batch(ctx, run_id, seq, job_id=_job_id())
+    res = _resources()
+    outcome = execute_batch(res, run_id, seq, job_id=_job_id())
     if outcome.status != OutcomeStatus.SKIPPED:
-        driver.pump(ctx.resources, run_id)
-        driver.finish_if_done(ctx.resources, run_id)
+        driver.pump(res, run_id)
+        driver.finish_if_done(res, run_id)
     return outcome.as_dict()
 
 
@@ -76,16 +81,16 @@ def on_batch_failure(job: Job, connection: redis.Redis, exc_type: type[BaseExcep
     """Called by RQ on every failure, abandoned jobs included; acts once retries are spent."""
     if job.retries_left:
         return
-    env = current_env()
+    res = context.for_callbacks()
     run_id, seq = int(job.args[0]), int(job.args[1])
-    give_up_batch(env, run_id, seq, exc, job.id)
-    driver.pump(env, run_id)
-    driver.finish_if_done(env, run_id)
+    give_up_batch(res, run_id, seq, exc, job.id)
+    driver.pump(res, run_id)
+    driver.finish_if_done(res, run_id)
 
 
 def build_index(run_id: int) -> str:
     """The HNSW index of a completed run's (model, strategy), built CONCURRENTLY."""
-    return driver.build_index(current().resources, run_id)
+    return driver.build_index(_resources(), run_id)
 
 
 def _drop_gone(conn: DictConn, result: BatchResult) -> None:
@@ -94,15 +99,14 @@ def _drop_gone(conn: DictConn, result: BatchResult) -> None:
         delete_embeddings(conn, result.gone_ids)
 
 
-def index_targets(ctx: JobContext) -> list[tuple[RegisteredModel, int]]:
+def index_targets(res: Resources) -> list[tuple[RegisteredModel, int]]:
     """(model, strategy) pairs kept fresh: the serving pair, and every pair that has vectors."""
-    res = ctx.resources
     targets = [(res.model, res.settings.strategy)]
     with res.db.connection() as conn:
         pairs = pairs_with_vectors(conn, sorted(STRATEGY_VERSIONS))
     for model_id, strategy in pairs:
         if (model_id, strategy) != (res.model.id, res.settings.strategy):
-            targets.append((ctx.model(model_id), strategy))
+            targets.append((res.model_by_id(model_id), strategy))
     return targets
 
 
@@ -111,11 +115,11 @@ def embed_posts(post_ids: list[int]) -> dict[str, Any]:
 
     The digest decides: a post whose embedded text did not change costs no model call.
     """
-    ctx = current()
+    res = _resources()
     done: dict[str, Any] = {}
-    for model, strategy in index_targets(ctx):
+    for model, strategy in index_targets(res):
         try:
-            indexer = ctx.indexer(model, strategy)
+            indexer = res.indexer(model, strategy)
         except ConfigurationError as exc:
             # Another model's vectors with no prepared model here: the backfill's drift phase
             # will catch up once it is prepared; the serving model is always loadable.
@@ -133,8 +137,7 @@ def reindex_scope(kind: str, ids: list[int]) -> dict[str, Any]:
 
     Re-embedding is fanned out as ``embed_posts`` jobs of ``backfill_batch_size`` posts.
     """
-    ctx = current()
-    res = ctx.resources
+    res = _resources()
     scope = {"topic": "topic_ids", "category": "category_ids"}[kind]
     with res.db.connection() as conn:
         removed = delete_not_public(conn, **{scope: ids})

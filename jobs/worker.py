@@ -37,13 +37,13 @@ DEFAULT_HEARTBEAT_TTL = 60
 class SidecarWorker(SimpleWorker):
     """A SimpleWorker whose running jobs send heartbeats with a short TTL."""
 
-    def __init__(self, *args: Any, resources: Resources | None = None,
+    def __init__(self, *args: Any, res: Resources | None = None,
                  heartbeat_ttl: int = DEFAULT_HEARTBEAT_TTL, **kwargs: Any) -> None:
         # Maintenance (abandoned-job cleanup, reconcile) runs about once per heartbeat TTL.
         kwargs.setdefault("maintenance_interval", max(2, heartbeat_ttl))
         super().__init__(*args, **kwargs)
         self.heartbeat_ttl = max(2, int(heartbeat_ttl))
-        self.resources = resources
+        self.res = res
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
         """The TTL of the running job's registry entry, renewed by the heartbeat thread."""
@@ -73,9 +73,9 @@ class SidecarWorker(SimpleWorker):
     def run_maintenance_tasks(self) -> None:
         """RQ's registry cleanup (abandoned jobs), then the backfill runs' reconciliation."""
         super().run_maintenance_tasks()
-        if self.resources is not None:
+        if self.res is not None:
             try:
-                driver.reconcile(self.resources)
+                driver.reconcile(self.res)
             except Exception:  # maintenance must not kill the worker; it runs again soon
                 log.exception("reconciling backfill runs failed")
 
@@ -123,7 +123,7 @@ def worker_name() -> str:
 
 def run_worker(res: Resources, *, burst: bool = False, kinds: tuple[str, ...] = queues.KINDS,
                heartbeat_ttl: int = DEFAULT_HEARTBEAT_TTL, name: str | None = None) -> bool:
-    """Install ``res`` as the job context and work the queues until stopped (or empty: burst).
+    """Install ``res`` for the jobs and work the queues until stopped (or empty: burst).
 
     Returns whether any job was processed.
     """
@@ -131,7 +131,7 @@ def run_worker(res: Resources, *, burst: bool = False, kinds: tuple[str, ...] = 
     summary = driver.reconcile(res)
     log.info("backfill runs at start-up: %s", summary)
     worker_queues = [queues.queue(res.redis, res.settings, kind) for kind in kinds]
-    worker = SidecarWorker(worker_queues, connection=res.redis, resources=res,
+    worker = SidecarWorker(worker_queues, connection=res.redis, res=res,
                            heartbeat_ttl=heartbeat_ttl, name=name or worker_name())
     scheduler = SchedulerThread([q.name for q in worker_queues], res.redis,
                                 logging_level=res.settings.log_level.upper())

@@ -47,11 +47,16 @@ def on_starting(_arbiter: Any) -> None:
 def worker_exit(_arbiter: Any, worker: Any) -> None:
     """Close the worker's connection pool so it exits at once (its threads are not daemons), and
     mark it dead for the metrics."""
+    # Fork safety: this module is loaded by gunicorn's master, which must not import the app;
+    # here, in the worker, the app is imported already.
+    from flask import Flask
+
+    from sidecar.api.context import resources_of
+
     app = getattr(worker, "wsgi", None)
-    extensions = getattr(app, "extensions", None)
-    resources = extensions.get("sidecar") if isinstance(extensions, dict) else None
-    if resources is not None:
-        resources.close()
+    res = resources_of(app) if isinstance(app, Flask) else None
+    if res is not None:
+        res.close()
     if os.environ.get(MULTIPROC_ENV):
         # Fork safety (metrics): prometheus_client chooses its value class when first imported,
         # which must come after on_starting has exported the directory.

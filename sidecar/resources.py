@@ -1,25 +1,42 @@
-"""Heavy resources (database pool, Redis, models), attached at start-up and never at import."""
+"""Heavy resources (database pool, Redis, models): one object per process, started explicitly.
+
+One :class:`Resources` object per process, named ``res`` wherever it is used: the API attaches
+it to the app once (``sidecar.api.context``), ``sidecar worker`` installs it for its jobs
+(``jobs.context``), and each CLI command starts its own. :func:`start_resources` says what it
+holds: the models loaded (the API, the worker, ``sidecar search``) or not (commands that only
+enqueue or watch jobs: a model there would cost seconds and memory that the worker and the API
+already hold). Services built on the resources once per process, on first use (the retrieval
+pipeline, the sanitizer, moderation, other models' embedders), are typed accessors here, guarded
+by one lock.
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 
-from models import ModelError
-from models import load_embedder as load_onnx_embedder
-from models import load_reranker as load_onnx_reranker
-from models.client import RemoteReranker
-from models.client_apis import remote_embedder
 from models.protocols import Embedder, Reranker
+from sidecar.answer.pipeline import RetrievalPipeline
+from sidecar.answer.sanitize_service import SanitizeService
 from sidecar.db import Database
-from sidecar.db.embeddings import RegisteredModel, register_model
+from sidecar.db.embeddings import RegisteredModel, registered_model
 from sidecar.db.migrate import check_current, parse_version, pgvector_version, upgrade
-from sidecar.db.pool import DictConn
 from sidecar.errors import ConfigurationError
-from sidecar.model_setup import ensure_model
+from sidecar.indexing import Indexer
+from sidecar.model_loading import (
+    load_embedder,
+    load_prepared_embedder,
+    load_reranker,
+    register_embedder,
+    resolve_model,
+)
+from sidecar.moderation.auth import ModeratorAuth
+from sidecar.moderation.service import ModerationService
 from sidecar.profile import ProfileState, load_served
 from sidecar.search import SearchService
 from sidecar.services import ServiceUrls, resolve_services
@@ -27,28 +44,144 @@ from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+# A pool for resources without models: they enqueue and watch, one query at a time.
+LIGHT_POOL = (1, 2)
+
+
+@dataclass
+class LoadedModels:
+    """What resources started with their models hold: the models and the search built on them."""
+
+    embedder: Embedder
+    search: SearchService
+    profile: ProfileState
+    reranker: Reranker | None = None
+    reranker_error: str | None = None  # why the configured cross-encoder is not loaded
+
+
+class _Once(Generic[T]):
+    """A value built on first use, once, under its owner's lock."""
+
+    def __init__(self) -> None:
+        self.value: T | None = None
+
+    def get(self, lock: threading.RLock, build: Callable[[], T]) -> T:
+        value = self.value
+        if value is None:
+            with lock:
+                value = self.value
+                if value is None:
+                    value = self.value = build()
+        return value
+
 
 @dataclass
 class Resources:
-    """Everything a request handler, a job or a CLI command needs, built once per process."""
+    """Everything a request handler, a job or a CLI command needs, started once per process.
+
+    ``urls`` is configuration (where the database and Redis are, and whether they are the
+    embedded ones), kept beside the clients built from it. The model parts (``embedder``,
+    ``search``, ``profile``, ``reranker``) exist when the resources were started with their
+    models; asking for them otherwise is a :class:`ConfigurationError`. ``dataclasses.replace``
+    gives a copy whose services are built afresh (tests vary settings that way).
+    """
 
     settings: Settings
     urls: ServiceUrls
     db: Database
     redis: redis.Redis
-    embedder: Embedder
-    model: RegisteredModel
+    model: RegisteredModel  # the serving embedding model, as registered
     pgvector: str
-    search: SearchService
-    profile: ProfileState
-    reranker: Reranker | None = None
-    reranker_error: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-    owned_models: tuple[Any, ...] = ()  # built by start_resources, so closed by close()
+    loaded: LoadedModels | None = None
+    owned_models: tuple[Any, ...] = ()  # loaded by start_resources, so closed by close()
+    _lock: threading.RLock = field(init=False, repr=False, default_factory=threading.RLock)
+    _retrieval: _Once[RetrievalPipeline] = field(init=False, repr=False, default_factory=_Once)
+    _sanitizer: _Once[SanitizeService] = field(init=False, repr=False, default_factory=_Once)
+    _moderation: _Once[ModerationService] = field(init=False, repr=False, default_factory=_Once)
+    _moderator_auth: _Once[ModeratorAuth] = field(init=False, repr=False, default_factory=_Once)
+    _embedders: dict[str, Embedder] = field(init=False, repr=False, default_factory=dict)
+
+    # -- the models ---------------------------------------------------------------------------
+    def loaded_models(self) -> LoadedModels:
+        """The loaded models; resources started without them refuse."""
+        if self.loaded is None:
+            raise ConfigurationError("these resources were started without models "
+                                     "(start_resources(..., load_models=False))")
+        return self.loaded
+
+    @property
+    def embedder(self) -> Embedder:
+        """The serving model's embedder."""
+        return self.loaded_models().embedder
+
+    @property
+    def search(self) -> SearchService:
+        """The search pipeline (semantic and keyword legs, fusion, rerank chain)."""
+        return self.loaded_models().search
+
+    @property
+    def profile(self) -> ProfileState:
+        """The served search configuration (the settings, or the profile of ``sidecar tune``)."""
+        return self.loaded_models().profile
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The cross-encoder, if one is configured and loaded."""
+        return self.loaded_models().reranker
+
+    @property
+    def reranker_error(self) -> str | None:
+        """Why the configured cross-encoder is not loaded, if it is not."""
+        return self.loaded_models().reranker_error
+
+    def model_by_id(self, model_id: int) -> RegisteredModel:
+        """A registered model by id (the serving model without a query)."""
+        if model_id == self.model.id:
+            return self.model
+        with self.db.connection() as conn:
+            return registered_model(conn, model_id)
+
+    def embedder_for(self, model: RegisteredModel) -> Embedder:
+        """The embedder that produced ``model``'s vectors: the serving one, or its prepared dir.
+
+        A model other than the serving one is loaded the first time a job needs it, and kept.
+        """
+        if model.name == self.model.name:
+            return self.embedder
+        with self._lock:
+            if model.name not in self._embedders:
+                self._embedders[model.name] = load_prepared_embedder(self.settings, model)
+            return self._embedders[model.name]
+
+    def indexer(self, model: RegisteredModel, strategy: int) -> Indexer:
+        """An indexer for one (model, strategy) (cheap: it holds references only)."""
+        return Indexer(self.db, self.embedder_for(model), model, strategy)
+
+    # -- services built on first use ----------------------------------------------------------
+    def retrieval(self) -> RetrievalPipeline:
+        """The retrieval pipeline of ``/v1/retrieve`` (it holds the LLM client and its pool)."""
+        return self._retrieval.get(self._lock, lambda: RetrievalPipeline(self))
+
+    def sanitizer(self) -> SanitizeService:
+        """The answer sanitizer of ``/v1/sanitize``."""
+        return self._sanitizer.get(self._lock, lambda: SanitizeService(self.db, self.settings))
+
+    def moderation(self) -> ModerationService:
+        """The review of stored retrievals (the moderator pages and API)."""
+        return self._moderation.get(self._lock,
+                                    lambda: ModerationService(self.db, self.settings))
+
+    def moderator_auth(self) -> ModeratorAuth:
+        """The moderator key check, its rate limit and the moderators' sessions (in Redis)."""
+        return self._moderator_auth.get(self._lock, lambda: ModeratorAuth(
+            self.settings.moderator_key, self.redis, self.settings.queue_prefix))
 
     def close(self) -> None:
         """Release connections (the embedded servers stop when their last user exits)."""
-        self.search.keyword.close()
+        if self.loaded is not None:
+            self.loaded.search.keyword.close()
         self.db.close()
         self.redis.close()
         for model in self.owned_models:
@@ -57,90 +190,57 @@ class Resources:
                 close()
 
 
-def load_embedder(settings: Settings) -> Embedder:
-    """The configured embedder: a remote model host or an in-process ONNX model.
-
-    An in-process model missing from the state directory is prepared first (``ensure_model``).
-    """
-    if settings.embed_url:
-        key = settings.embed_api_key.get_secret_value() if settings.embed_api_key else None
-        remote = remote_embedder(settings.embed_api, settings.embed_url,
-                                 name=settings.embed_model, timeout=settings.model_timeout_s,
-                                 api_key=key)
-        try:
-            remote.info()  # the vectors' size must be known to register the model
-        except ModelError as exc:
-            remote.close()
-            raise ConfigurationError(f"the embedding model host failed ({settings.embed_api} "
-                                     f"API): {exc}") from exc
-        return remote
-    path = ensure_model(settings)
-    try:
-        embedder = load_onnx_embedder(path, provider=settings.onnx_provider,
-                                      threads=settings.onnx_threads)
-        embedder.warmup()
-    except ModelError as exc:  # the message names the file and the reason
-        raise ConfigurationError(f"the embedding model failed to load: {exc}") from exc
-    return embedder
-
-
-def register_embedder(conn: DictConn, embedder: Embedder) -> RegisteredModel:
-    """Register a loaded embedder under its name (its dimensions must match the stored ones)."""
-    manifest = getattr(embedder, "manifest", None)
-    return register_model(
-        conn,
-        name=embedder.name,
-        dimensions=embedder.dimensions,
-        version=getattr(manifest, "version", 1),
-        max_length=embedder.max_length,
-        pooling=getattr(manifest, "pooling", None),
-        checksum=getattr(manifest, "checksum", None),
-    )
-
-
-def load_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
-    """The configured cross-encoder, or (None, why) — reranking degrades, it never blocks start."""
-    if settings.rerank_url:
-        key = settings.rerank_api_key.get_secret_value() if settings.rerank_api_key else None
-        # Lazy: a model host that is down now only disables reranking until it is back.
-        return RemoteReranker(settings.rerank_url, name=settings.rerank_model,
-                              timeout=settings.model_timeout_s, api_key=key), None
-    path = settings.rerank_dir()
-    if path is None:
-        return None, None
-    try:
-        reranker = load_onnx_reranker(path, provider=settings.onnx_provider,
-                                      threads=settings.onnx_threads)
-        reranker.warmup()
-        return reranker, None
-    except Exception as exc:  # a broken reranker must not take search down with it
-        log.error("cross-encoder %s failed to load: %s", path, exc)
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 def start_resources(
     settings: Settings,
     *,
+    load_models: bool = True,
+    model_name: str | None = None,
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
     migrate: bool = True,
 ) -> Resources:
-    """Start or join the services, migrate, load the models and register the embedding model.
+    """Start or join the services, migrate, and (``load_models``) load the models.
 
-    With ``migrate=False`` (the API's workers) the schema is only checked: migrations belong to
-    ``sidecar db upgrade``, run once, not to every process that starts.
+    With the models, the embedding model (``embedder``, else the configured one) is loaded and
+    registered, the cross-encoder loaded (``reranker``, else the configured one, if any), and
+    the search built. Without them, ``model_name`` (default: the configured model) is resolved
+    from its manifest or the registry, and the pool is small. With ``migrate=False`` (the API's
+    workers) the schema is only checked: migrations belong to ``sidecar db upgrade``, run once,
+    not to every process that starts.
     """
+    if load_models and model_name is not None:
+        raise ValueError("model_name is for resources without models: set embed_model instead")
     urls = resolve_services(settings)
     info = upgrade(urls.database_url) if migrate else None
     if not migrate:
         check_current(urls.database_url)
-    db = Database(urls.database_url, min_size=settings.db_pool_min, max_size=settings.db_pool_max)
+    low, high = ((settings.db_pool_min, settings.db_pool_max) if load_models else LIGHT_POOL)
+    db = Database(urls.database_url, min_size=low, max_size=high)
     db.open()
-    with db.connection() as conn:
-        version = pgvector_version(conn)
-    pgvector = version if version is not None else str(info["pgvector"] if info else "")
     redis_client = redis.Redis.from_url(urls.redis_url)
     owned: list[Any] = []
+    try:
+        with db.connection() as conn:
+            version = pgvector_version(conn)
+        pgvector = version if version is not None else str(info["pgvector"] if info else "")
+        if not load_models:
+            return Resources(settings=settings, urls=urls, db=db, redis=redis_client,
+                             model=resolve_model(db, settings, model_name), pgvector=pgvector)
+        loaded, model = _load_models(settings, db, pgvector, embedder, reranker, owned)
+    except BaseException:
+        for part in (*owned, db, redis_client):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+        raise
+    return Resources(settings=settings, urls=urls, db=db, redis=redis_client, model=model,
+                     pgvector=pgvector, loaded=loaded, owned_models=tuple(owned))
+
+
+def _load_models(settings: Settings, db: Database, pgvector: str, embedder: Embedder | None,
+                 reranker: Reranker | None, owned: list[Any]
+                 ) -> tuple[LoadedModels, RegisteredModel]:
+    """Load (or take) the models, register the embedder, build the search; ``owned`` grows."""
     if embedder is None:
         embedder = load_embedder(settings)
         owned.append(embedder)
@@ -154,7 +254,5 @@ def start_resources(
     search = SearchService(db, embedder, model, settings,
                            iterative_scan=parse_version(pgvector) >= (0, 8, 0),
                            served=profile.config, served_details=profile.details_config)
-    return Resources(settings=settings, urls=urls, db=db, redis=redis_client, embedder=embedder,
-                     model=model, pgvector=pgvector, search=search, profile=profile,
-                     reranker=reranker,
-                     reranker_error=reranker_error, owned_models=tuple(owned))
+    return LoadedModels(embedder=embedder, search=search, profile=profile, reranker=reranker,
+                        reranker_error=reranker_error), model

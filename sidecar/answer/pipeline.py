@@ -11,7 +11,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sidecar.answer.condense import Condensed, Condenser
 from sidecar.answer.ollama import ChatLLM, OllamaChat
@@ -27,9 +27,11 @@ from sidecar.db.evidence_read import neighbour_posts, post_similarities
 from sidecar.db.forum_read import PostRecord, public_posts
 from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.errors import ConfigurationError
-from sidecar.resources import Resources
 from sidecar.search import SearchOptions
 from sidecar.settings import Settings
+
+if TYPE_CHECKING:  # the resources build the pipeline (Resources.retrieval)
+    from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
 

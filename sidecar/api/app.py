@@ -19,8 +19,8 @@ from sidecar.api import (
     routes_search,
 )
 from sidecar.api.auth import check_bearer
+from sidecar.api.context import init_app
 from sidecar.api.errors import register_error_handlers
-from sidecar.api.metrics import Metrics
 from sidecar.errors import BadRequest, ConfigurationError
 from sidecar.resources import Resources, start_resources
 from sidecar.settings import Settings, load_settings
@@ -51,25 +51,25 @@ def reject_nul_characters() -> None:
         raise BadRequest("text must not contain NUL characters (\\u0000)")
 
 
-def create_app(settings: Settings | None = None, resources: Resources | None = None) -> Flask:
+def create_app(settings: Settings | None = None, res: Resources | None = None) -> Flask:
     """Build the app. Resources are attached here, at start-up, never at import time.
 
-    Tests pass ready-made ``resources`` (e.g. with a dummy embedder); production builds them from
-    the settings, which starts or joins the database and Redis and loads the models. The app
+    Tests pass ready-made resources ``res`` (e.g. with a dummy embedder); production starts them
+    from the settings, which starts or joins the database and Redis and loads the models. The app
     never migrates (each gunicorn worker builds one): it checks that ``sidecar db upgrade`` ran.
     """
-    settings = settings or (resources.settings if resources else load_settings())
+    settings = settings or (res.settings if res else load_settings())
     if settings.api_key is None:
         raise ConfigurationError(
             "SIDECAR_API_KEY is not set: every /v1 route needs a key "
             "(`make run` generates one for the embedded mode)"
         )
     api_key = settings.api_key.get_secret_value()
-    if resources is None:
-        resources = start_resources(settings, migrate=False)
+    if res is None:
+        res = start_resources(settings, migrate=False)
         # A serving process keeps this node's keyword index in sync (and builds it if missing);
         # with several workers one does the work, the others skip the round and read.
-        resources.search.keyword.start(settings.keyword_sync_s)
+        res.search.keyword.start(settings.keyword_sync_s)
 
     app = Flask("sidecar")
     if settings.proxy_hops:
@@ -78,10 +78,7 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
             app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    app.extensions["sidecar"] = resources
-    metrics = Metrics()
-    app.extensions["sidecar_metrics"] = metrics
-    metrics.bind(app)
+    init_app(app, res)
     register_error_handlers(app)
 
     @app.before_request

@@ -1,10 +1,16 @@
-"""Access to the app's resources from a request, as flaskr's ``get_db`` does."""
+"""The app's resources and metrics: wired once (``init_app``), reached per request (``get_*``).
+
+As flaskr's ``get_db`` and ``init_app``: the process's one :class:`Resources` (started by the
+app factory or handed in by a test) is attached at start-up; routes reach it, and the services
+built on it (``res.retrieval()``, ``res.sanitizer()``, ``res.moderation()``...), through
+:func:`get_resources`.
+"""
 
 from __future__ import annotations
 
 from typing import TypeVar
 
-from flask import Response, current_app, request
+from flask import Flask, Response, current_app, request
 from pydantic import BaseModel
 
 from sidecar.api.metrics import Metrics
@@ -12,16 +18,33 @@ from sidecar.resources import Resources
 
 M = TypeVar("M", bound=BaseModel)
 
+_RESOURCES = "sidecar"
+_METRICS = "sidecar_metrics"
+
+
+def init_app(app: Flask, res: Resources) -> None:
+    """Attach ``res`` and a fresh set of metrics to ``app`` (the metrics time every request)."""
+    app.extensions[_RESOURCES] = res
+    metrics = Metrics()
+    app.extensions[_METRICS] = metrics
+    metrics.bind(app)
+
+
+def resources_of(app: Flask) -> Resources | None:
+    """The resources attached to ``app``, if any (outside a request: gunicorn's hooks)."""
+    res: Resources | None = app.extensions.get(_RESOURCES)
+    return res
+
 
 def get_resources() -> Resources:
     """The resources attached to the running app at start-up."""
-    resources: Resources = current_app.extensions["sidecar"]
-    return resources
+    res: Resources = current_app.extensions[_RESOURCES]
+    return res
 
 
 def get_metrics() -> Metrics:
     """The app's Prometheus metrics."""
-    metrics: Metrics = current_app.extensions["sidecar_metrics"]
+    metrics: Metrics = current_app.extensions[_METRICS]
     return metrics
 
 

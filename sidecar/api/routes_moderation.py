@@ -53,20 +53,11 @@ DISABLED = "moderation is disabled: set SIDECAR_MODERATOR_KEY to enable the revi
 
 
 def _auth() -> ModeratorAuth:
-    res = get_resources()
-    auth: ModeratorAuth | None = res.extras.get("moderator_auth")
-    if auth is None:
-        auth = res.extras["moderator_auth"] = ModeratorAuth(
-            res.settings.moderator_key, res.redis, res.settings.queue_prefix)
-    return auth
+    return get_resources().moderator_auth()
 
 
 def _service() -> ModerationService:
-    res = get_resources()
-    service: ModerationService | None = res.extras.get("moderation_service")
-    if service is None:
-        service = res.extras["moderation_service"] = ModerationService(res.db, res.settings)
-    return service
+    return get_resources().moderation()
 
 
 def _client() -> str:

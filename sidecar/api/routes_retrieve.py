@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-
-from flask import Blueprint, current_app
+from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from sidecar.answer.pipeline import RetrievalOutcome, RetrievalPipeline
+from sidecar.answer.pipeline import RetrievalOutcome
 from sidecar.api.context import get_metrics, get_resources, parse_body, respond
 from sidecar.api.metrics import Metrics
 from sidecar.api.openapi import BODY_ERRORS, documented
@@ -15,22 +13,6 @@ from sidecar.api.schemas import RetrieveRequest, RetrieveResponse
 from sidecar.core.condense import Turn
 
 bp = Blueprint("retrieve", __name__)
-
-_EXTENSION = "sidecar_retrieval_pipeline"
-_lock = threading.Lock()
-
-
-def get_pipeline() -> RetrievalPipeline:
-    """The app's pipeline, built on first use (it holds the LLM client and its connections)."""
-    pipeline: RetrievalPipeline | None = current_app.extensions.get(_EXTENSION)
-    if pipeline is None:
-        with _lock:
-            pipeline = current_app.extensions.get(_EXTENSION)
-            if pipeline is None:
-                pipeline = RetrievalPipeline(get_resources())
-                current_app.extensions[_EXTENSION] = pipeline
-    return pipeline
-
 
 def observe(metrics: Metrics, outcome: RetrievalOutcome) -> None:
     """Count one retrieval: stage latencies, zone, gate, condensing, LLM calls and fallbacks.
@@ -67,6 +49,6 @@ def retrieve() -> ResponseReturnValue:
     """
     body = parse_body(RetrieveRequest)
     turns = [Turn(m.role, m.content) for m in body.messages]
-    outcome = get_pipeline().retrieve(turns, body.limit, body.locale)
+    outcome = get_resources().retrieval().retrieve(turns, body.limit, body.locale)
     observe(get_metrics(), outcome)
     return respond(RetrieveResponse, outcome.as_dict())

@@ -9,7 +9,6 @@ from flask import Blueprint
 from flask.typing import ResponseReturnValue
 from pydantic import Field
 
-from sidecar.answer.sanitize_service import SanitizeService
 from sidecar.api.context import get_resources, parse_body, respond
 from sidecar.api.openapi import documented
 from sidecar.api.schemas import ResponseModel, StrictRequest
@@ -54,14 +53,6 @@ class SanitizeResponse(ResponseModel):
     removed: list[RemovalModel]
 
 
-def _service() -> SanitizeService:
-    res = get_resources()
-    service: SanitizeService | None = res.extras.get("sanitize_service")
-    if service is None:
-        service = res.extras["sanitize_service"] = SanitizeService(res.db, res.settings)
-    return service
-
-
 @bp.post("/v1/sanitize")
 @documented(tag="answer", request=SanitizeRequest, response=SanitizeResponse,
             errors=(400, 401, 404, 413, 422),
@@ -70,5 +61,5 @@ def _service() -> SanitizeService:
 def sanitize() -> ResponseReturnValue:
     """Sanitize one answer against its retrieval, re-checking now that each post is public."""
     body = parse_body(SanitizeRequest)
-    result = _service().sanitize(str(body.retrieval_id), body.text)
+    result = get_resources().sanitizer().sanitize(str(body.retrieval_id), body.text)
     return respond(SanitizeResponse, result)

@@ -105,11 +105,11 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
     """Import, then time raw / jobs / sync / raw. Returns the numbers."""
     from jobs import driver
     from jobs.batch import run_sync
-    from jobs.context import install, uninstall
     from jobs.worker import run_worker
     from sidecar.importer import import_dump
+    from sidecar.model_loading import load_embedder
     from sidecar.model_setup import ensure_model
-    from sidecar.resources import load_embedder, start_resources
+    from sidecar.resources import start_resources
     from sidecar.services import embedded_postgres_url, embedded_redis_url
 
     ensure_model(settings)
@@ -149,12 +149,8 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
 
                 jobs_run = get_run(conn, run.id)
             _reset(res)
-            ctx = install(res)
             embedder.seconds = 0.0
-            try:
-                sync_run = run_sync(ctx, driver.start_run(res, enqueue=False).id)
-            finally:
-                uninstall()
+            sync_run = run_sync(res, driver.start_run(res, enqueue=False).id)
             sync_model_s = embedder.seconds
             _reset(res)
             raw_2 = _raw(embedder, texts, batch)

@@ -10,12 +10,15 @@ from __future__ import annotations
 import sys
 import time
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from sidecar.cli.output import echo_json
 from sidecar.settings import Settings
+
+if TYPE_CHECKING:
+    from sidecar.resources import Resources
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -54,19 +57,19 @@ def _print_run(run: Any, as_json: bool) -> None:
         click.echo(f"  index     {run.index_status}")
 
 
-def _watch(env: Any, run_id: int) -> Any:
+def _watch(res: Resources, run_id: int) -> Any:
     """A progress bar fed by the run record until the run stops taking batches."""
     from tqdm import tqdm
 
     from sidecar.db.backfill_runs import RunStatus, get_run
 
-    with env.db.connection() as conn:
+    with res.db.connection() as conn:
         run = get_run(conn, run_id)
     bar = tqdm(total=run.budgeted or None, unit="post",
                desc=f"run #{run_id} ({run.model_name}, strategy {run.strategy_id})")
     try:
         while True:
-            with env.db.connection() as conn:
+            with res.db.connection() as conn:
                 run = get_run(conn, run_id)
             if run.budgeted and bar.total != run.budgeted:
                 bar.reset(total=run.budgeted)
@@ -85,13 +88,13 @@ def _watch(env: Any, run_id: int) -> Any:
         bar.close()
 
 
-def _no_worker_warning(env: Any) -> None:
+def _no_worker_warning(res: Resources) -> None:
     from rq import Worker
 
     from jobs.queues import queue_name
 
-    wanted = queue_name(env.settings, "backfill")
-    if not any(wanted in w.queue_names() for w in Worker.all(connection=env.redis)):
+    wanted = queue_name(res.settings, "backfill")
+    if not any(wanted in w.queue_names() for w in Worker.all(connection=res.redis)):
         click.secho(f"no worker listens on {wanted}: start `sidecar worker` (the run waits "
                     "for one)", fg="yellow", err=True)
 
@@ -130,26 +133,27 @@ def backfill(ctx: click.Context, model_name: str | None, strategy: int | None,
     if sync:
         _backfill_sync(settings, model_name, strategy, budget, deadline, as_json)
         return
-    from jobs.env import open_env
+    from sidecar.resources import start_resources
 
-    env = open_env(settings, model_name)
+    # Enqueue and watch: the worker embeds, so no model is loaded here.
+    res = start_resources(settings, load_models=False, model_name=model_name)
     try:
-        run = driver.start_run(env, model=env.model, strategy=strategy, budget=budget,
+        run = driver.start_run(res, model=res.model, strategy=strategy, budget=budget,
                                deadline=deadline)
         click.echo(f"run #{run.id} queued on {settings.queue_prefix}-backfill", err=True)
-        _no_worker_warning(env)
+        _no_worker_warning(res)
         if not no_wait:
-            run = _watch(env, run.id)
+            run = _watch(res, run.id)
         _print_run(run, as_json)
     finally:
-        env.close()
+        res.close()
 
 
 def _backfill_sync(settings: Settings, model_name: str | None, strategy: int | None,
                    budget: int | None, deadline: datetime | None, as_json: bool) -> None:
     from tqdm import tqdm
 
-    from jobs import context, driver
+    from jobs import driver
     from jobs.batch import run_sync
     from sidecar.resources import start_resources
 
@@ -161,7 +165,6 @@ def _backfill_sync(settings: Settings, model_name: str | None, strategy: int | N
                                            "rerank_url": None})
     res = start_resources(settings)
     try:
-        ctx = context.install(res)
         run = driver.start_run(res, strategy=strategy, budget=budget, deadline=deadline,
                                enqueue=False)
         with tqdm(unit="post", desc=f"run #{run.id} ({res.model.name}, strategy "
@@ -174,19 +177,18 @@ def _backfill_sync(settings: Settings, model_name: str | None, strategy: int | N
                                 refresh=False)
                 bar.refresh()
 
-            run = run_sync(ctx, run.id, on_progress=progress)
+            run = run_sync(res, run.id, on_progress=progress)
         _print_run(run, as_json)
     finally:
-        context.uninstall()
         res.close()
 
 
-def _pick_run(env: Any, run_id: int | None) -> int:
+def _pick_run(res: Resources, run_id: int | None) -> int:
     from sidecar.db.backfill_runs import list_runs
 
     if run_id is not None:
         return run_id
-    with env.db.connection() as conn:
+    with res.db.connection() as conn:
         live = list_runs(conn, limit=2, live_only=True)
         runs = live or list_runs(conn, limit=1)
     if not runs:
@@ -205,47 +207,47 @@ def _pick_run(env: Any, run_id: int | None) -> int:
 def status(settings: Settings, run_id: int | None, show_all: bool, watch: bool,
            as_json: bool) -> None:
     """Budgeted, done, skipped, failed, remaining and why the run stopped."""
-    from jobs.env import open_env
     from sidecar.db.backfill_runs import get_run, list_runs
+    from sidecar.resources import start_resources
 
-    env = open_env(settings)
+    res = start_resources(settings, load_models=False)
     try:
         if show_all:
-            with env.db.connection() as conn:
+            with res.db.connection() as conn:
                 runs = list_runs(conn, limit=20)
             if as_json:
                 echo_json([r.as_dict() for r in runs])
             for r in [] if as_json else runs:
                 _print_run(r, False)
             return
-        picked = _pick_run(env, run_id)
+        picked = _pick_run(res, run_id)
         if watch:
-            _watch(env, picked)
-        with env.db.connection() as conn:
+            _watch(res, picked)
+        with res.db.connection() as conn:
             _print_run(get_run(conn, picked), as_json)
     finally:
-        env.close()
+        res.close()
 
 
 def _action(settings: Settings, run_id: int | None, action: str, as_json: bool) -> None:
     from jobs import driver
-    from jobs.env import open_env
     from jobs.runs import change_status
+    from sidecar.resources import start_resources
 
-    env = open_env(settings)
+    res = start_resources(settings, load_models=False)
     try:
-        picked = _pick_run(env, run_id)
-        with env.db.connection() as conn:
+        picked = _pick_run(res, run_id)
+        with res.db.connection() as conn:
             change_status(conn, picked, action)
         if action == "resume":
-            driver.reconcile(env, picked)
-            _no_worker_warning(env)
-        with env.db.connection() as conn:
+            driver.reconcile(res, picked)
+            _no_worker_warning(res)
+        with res.db.connection() as conn:
             from sidecar.db.backfill_runs import get_run
 
             _print_run(get_run(conn, picked), as_json)
     finally:
-        env.close()
+        res.close()
 
 
 for _name, _help in (("pause", "Take no more batches until `resume` (running ones finish)."),

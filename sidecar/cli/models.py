@@ -60,7 +60,7 @@ def check(settings: Settings) -> None:
     build installed, a missing driver: ONNX Runtime then falls back to the CPU).
     """
     from models.runtime import runtime_report
-    from sidecar.resources import load_embedder, load_reranker
+    from sidecar.model_loading import load_embedder, load_reranker
 
     report: dict[str, Any] = {"onnxruntime": runtime_report(),
                               "requested_provider": settings.onnx_provider}

@@ -69,9 +69,9 @@ def variant(base: Any, *, reranker: Reranker | None = None, reranker_error: str 
     search = SearchService(base.db, base.embedder, base.model, settings,
                            iterative_scan=base.search.iterative_scan, served=served.config,
                            served_details=served.details_config)
-    return dataclasses.replace(base, settings=settings, search=search, profile=served,
-                               reranker=reranker,
-                               reranker_error=reranker_error, extras={})
+    loaded = dataclasses.replace(base.loaded_models(), search=search, profile=served,
+                                 reranker=reranker, reranker_error=reranker_error)
+    return dataclasses.replace(base, settings=settings, loaded=loaded)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 
 from jobs import driver
 from jobs.batch import run_sync
-from jobs.context import install, uninstall
 from jobs.queues import all_queues
 from models import DummyEmbedder
 from sidecar.db.embeddings import index_name
@@ -75,11 +74,7 @@ def test_batches_go_newest_topic_first(dummy_res: Resources) -> None:
     run = driver.start_run(demo_res, budget=5)
     from jobs.planner import plan_run
 
-    ctx = install(demo_res)
-    try:
-        plan_run(ctx, run.id)
-    finally:
-        uninstall()
+    plan_run(demo_res, run.id)
     with psycopg.connect(url) as conn:
         planned = conn.execute("SELECT post_ids FROM sidecar_backfill_batches WHERE run_id = %s"
                                " ORDER BY seq", (run.id,)).fetchone()
@@ -113,13 +108,9 @@ def test_budget_stops_the_run_and_the_next_run_takes_the_rest(dummy_res: Resourc
 
 def test_a_run_past_its_deadline_takes_no_more_batches(dummy_res: Resources) -> None:
     run = driver.start_run(dummy_res)
-    ctx = install(dummy_res)
-    try:
-        from jobs.planner import plan_run
+    from jobs.planner import plan_run
 
-        plan_run(ctx, run.id)
-    finally:
-        uninstall()
+    plan_run(dummy_res, run.id)
     driver.pump(dummy_res, run.id)  # a window of batches is queued before the deadline
     with dummy_res.db.connection() as conn:
         conn.execute("UPDATE sidecar_backfill_runs SET deadline = %s WHERE id = %s",
@@ -139,68 +130,60 @@ def test_drift_sweep_enqueues_only_changed_posts_and_remembers_unchanged_ones(
     dummy_res: Resources,
 ) -> None:
     url = dummy_res.urls.database_url
-    ctx = install(dummy_res)
-    try:
-        base = run_sync(ctx, driver.start_run(dummy_res, enqueue=False).id)
-        assert base.stop_reason == "done" and base.done > 20
-        before = dict(vector_rows(url, dummy_res.model.id))
-        with psycopg.connect(url) as conn:
-            topic = conn.execute("SELECT p.topic_id FROM posts p WHERE p.id = %s",
-                                 (min(before),)).fetchone()
-            assert topic is not None
-            touched = {r[0] for r in conn.execute(
-                "SELECT id FROM posts WHERE topic_id = %s", topic)} & set(before)
-            edited = min(touched)
-            # As if the forum was imported 2 hours ago and embedded 1 hour ago; 30 minutes
-            # ago the whole topic was touched (as a retag that changes nothing would) and one
-            # of its posts really edited.
-            conn.execute("UPDATE sidecar_embedding_checks SET checked_at = checked_at"
-                         " - interval '1 hour'")
-            for table in ("posts", "topics", "categories"):
-                conn.execute(f"UPDATE {table} SET updated_at = updated_at - interval '2 hours'")
-            conn.execute("UPDATE topics SET updated_at = now() AT TIME ZONE 'utc'"
-                         " - interval '30 minutes' WHERE id = %s", topic)
-            conn.execute("UPDATE posts SET cooked = cooked || '<p>Edit: solved with a "
-                         "firmware update.</p>', updated_at = now() AT TIME ZONE 'utc'"
-                         " - interval '30 minutes' WHERE id = %s", (edited,))
-        sweep = run_sync(ctx, driver.start_run(dummy_res, enqueue=False).id)
-        assert sweep.phase_drift == len(touched)
-        assert sweep.swept_unchanged == len(touched) - 1
-        assert sweep.budgeted == sweep.done == 1
-        after = dict(vector_rows(url, dummy_res.model.id))
-        assert {p for p in after if after[p] != before[p]} == {edited}
+    base = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
+    assert base.stop_reason == "done" and base.done > 20
+    before = dict(vector_rows(url, dummy_res.model.id))
+    with psycopg.connect(url) as conn:
+        topic = conn.execute("SELECT p.topic_id FROM posts p WHERE p.id = %s",
+                             (min(before),)).fetchone()
+        assert topic is not None
+        touched = {r[0] for r in conn.execute(
+            "SELECT id FROM posts WHERE topic_id = %s", topic)} & set(before)
+        edited = min(touched)
+        # As if the forum was imported 2 hours ago and embedded 1 hour ago; 30 minutes
+        # ago the whole topic was touched (as a retag that changes nothing would) and one
+        # of its posts really edited.
+        conn.execute("UPDATE sidecar_embedding_checks SET checked_at = checked_at"
+                     " - interval '1 hour'")
+        for table in ("posts", "topics", "categories"):
+            conn.execute(f"UPDATE {table} SET updated_at = updated_at - interval '2 hours'")
+        conn.execute("UPDATE topics SET updated_at = now() AT TIME ZONE 'utc'"
+                     " - interval '30 minutes' WHERE id = %s", topic)
+        conn.execute("UPDATE posts SET cooked = cooked || '<p>Edit: solved with a "
+                     "firmware update.</p>', updated_at = now() AT TIME ZONE 'utc'"
+                     " - interval '30 minutes' WHERE id = %s", (edited,))
+    sweep = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
+    assert sweep.phase_drift == len(touched)
+    assert sweep.swept_unchanged == len(touched) - 1
+    assert sweep.budgeted == sweep.done == 1
+    after = dict(vector_rows(url, dummy_res.model.id))
+    assert {p for p in after if after[p] != before[p]} == {edited}
 
-        # Checked and unchanged: not selected again.
-        quiet = run_sync(ctx, driver.start_run(dummy_res, enqueue=False).id)
-        assert (quiet.phase_drift, quiet.budgeted, quiet.stop_reason) == (0, 0, "done")
-    finally:
-        uninstall()
+    # Checked and unchanged: not selected again.
+    quiet = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
+    assert (quiet.phase_drift, quiet.budgeted, quiet.stop_reason) == (0, 0, "done")
 
 
 def test_a_new_model_version_re_embeds_older_rows_after_missing_ones(
     dummy_res: Resources,
 ) -> None:
     url = dummy_res.urls.database_url
-    ctx = install(dummy_res)
-    try:
-        run_sync(ctx, driver.start_run(dummy_res, enqueue=False).id)
-        with psycopg.connect(url) as conn:
-            conn.execute("UPDATE ai_posts_embeddings SET model_version = 0 WHERE post_id IN"
-                         " (SELECT post_id FROM ai_posts_embeddings ORDER BY post_id LIMIT 7)")
-            conn.execute("DELETE FROM ai_posts_embeddings WHERE post_id IN (SELECT post_id"
-                         " FROM ai_posts_embeddings ORDER BY post_id DESC LIMIT 3)")
-        run = run_sync(ctx, driver.start_run(dummy_res, enqueue=False).id)
-        assert (run.phase_missing, run.phase_outdated, run.done) == (3, 7, 10)
-        with psycopg.connect(url) as conn:
-            phases = [r[0] for r in conn.execute(
-                "SELECT phase FROM sidecar_backfill_batches WHERE run_id = %s ORDER BY seq",
-                (run.id,))]
-            versions = conn.execute("SELECT min(model_version) FROM ai_posts_embeddings"
-                                    ).fetchone()
-        assert phases == ["missing", "outdated"]
-        assert versions is not None and versions[0] == dummy_res.model.version
-    finally:
-        uninstall()
+    run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE ai_posts_embeddings SET model_version = 0 WHERE post_id IN"
+                     " (SELECT post_id FROM ai_posts_embeddings ORDER BY post_id LIMIT 7)")
+        conn.execute("DELETE FROM ai_posts_embeddings WHERE post_id IN (SELECT post_id"
+                     " FROM ai_posts_embeddings ORDER BY post_id DESC LIMIT 3)")
+    run = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
+    assert (run.phase_missing, run.phase_outdated, run.done) == (3, 7, 10)
+    with psycopg.connect(url) as conn:
+        phases = [r[0] for r in conn.execute(
+            "SELECT phase FROM sidecar_backfill_batches WHERE run_id = %s ORDER BY seq",
+            (run.id,))]
+        versions = conn.execute("SELECT min(model_version) FROM ai_posts_embeddings"
+                                ).fetchone()
+    assert phases == ["missing", "outdated"]
+    assert versions is not None and versions[0] == dummy_res.model.version
 
 
 @pytest.mark.parametrize("kind", ["halfvec", "binary"])

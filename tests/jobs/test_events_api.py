@@ -10,7 +10,6 @@ import pytest
 
 from jobs import driver
 from jobs.batch import run_sync
-from jobs.context import install, uninstall
 from sidecar.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import public_post_ids, run_record, vector_rows, work
@@ -21,12 +20,8 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 @pytest.fixture
 def indexed(dummy_res: Resources) -> Iterator[Resources]:
     """The demo forum fully embedded (strategy 1)."""
-    ctx = install(dummy_res)
-    try:
-        run = run_sync(ctx, driver.start_run(dummy_res, enqueue=False).id)
-        assert run.stop_reason == "done"
-    finally:
-        uninstall()
+    run = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
+    assert run.stop_reason == "done"
     yield dummy_res
 
 

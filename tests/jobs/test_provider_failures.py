@@ -12,7 +12,6 @@ from typing import Any
 
 from jobs import driver
 from jobs.batch import run_sync
-from jobs.context import install, uninstall
 from jobs.queues import queue
 from jobs.runs import change_status
 from models import DummyEmbedder
@@ -50,7 +49,7 @@ def test_terminal_errors_pause_the_run_then_resume_finishes_it(
         assert vector_rows(res.urls.database_url, res.model.id) == []
 
         # The key is fixed; the operator resumes.
-        res.embedder = healthy
+        res.loaded_models().embedder = healthy
         with res.db.connection() as conn:
             change_status(conn, run.id, "resume")
         driver.reconcile(res, run.id)
@@ -137,14 +136,12 @@ def test_sync_backfill_pauses_on_terminal_errors_too(
 ) -> None:
     failing = FailingEmbedder(DummyEmbedder(dimensions=32), status=403, terminal=True)
     res = _state(tmp_path, db_url, redis_url, failing)
-    ctx = install(res)
     try:
-        run = run_sync(ctx, driver.start_run(res, enqueue=False).id)
+        run = run_sync(res, driver.start_run(res, enqueue=False).id)
         pause_after = res.settings.backfill_pause_after_errors
         assert (run.status, run.stop_reason) == ("paused", "error")
         # No retries in-process: the batches before the pause are counted as failed.
         assert run.failed == (pause_after - 1) * res.settings.backfill_batch_size
         assert failing.calls == pause_after
     finally:
-        uninstall()
         res.close()

@@ -17,7 +17,6 @@ import pytest
 
 from jobs import driver
 from jobs.batch import run_sync
-from jobs.context import install, uninstall
 from sidecar.db.embeddings import stale_candidates
 from sidecar.db.forum_read import post_sources
 from sidecar.resources import Resources
@@ -30,12 +29,8 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 @pytest.fixture
 def indexed2(dummy_res: Resources) -> Iterator[Resources]:
     """The demo forum embedded with strategy 2 (strategy 1 is the serving one, empty)."""
-    ctx = install(dummy_res)
-    try:
-        run = run_sync(ctx, driver.start_run(dummy_res, strategy=2, enqueue=False).id)
-        assert run.stop_reason == "done"
-    finally:
-        uninstall()
+    run = run_sync(dummy_res, driver.start_run(dummy_res, strategy=2, enqueue=False).id)
+    assert run.stop_reason == "done"
     yield dummy_res
 
 

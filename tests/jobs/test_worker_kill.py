@@ -22,7 +22,6 @@ import psycopg
 import pytest
 
 from jobs import driver
-from jobs.context import install, uninstall
 from jobs.planner import plan_run
 from jobs.queues import queue
 from sidecar.db.embeddings import index_name
@@ -117,11 +116,7 @@ def test_sigkill_mid_batch_then_restart_leaves_one_row_per_public_post(
         url = res.urls.database_url
         public, private = public_post_ids(url), private_post_ids(url)
         run = driver.start_run(res, enqueue=False)
-        ctx = install(res)
-        try:
-            plan_run(ctx, run.id)
-        finally:
-            uninstall()
+        plan_run(res, run.id)
         driver.pump(res, run.id)
         # Batch 3's row is locked here: the worker embeds that batch, writes its vectors, then
         # blocks where it counts the batch, inside the transaction holding the vectors. There

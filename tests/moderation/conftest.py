@@ -69,7 +69,7 @@ def disabled_app(mod_state: Any) -> Any:
     from sidecar.api import create_app
 
     settings = mod_state.settings.model_copy(update={"moderator_key": None})
-    res = dataclasses.replace(mod_state, settings=settings, extras={})
+    res = dataclasses.replace(mod_state, settings=settings)
     return create_app(settings, res)
 
 

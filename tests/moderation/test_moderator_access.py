@@ -23,11 +23,13 @@ ATTACKER = "203.0.113.5"
 MODERATOR = "198.51.100.7"
 
 
-def _app(mod_state: Any, **settings: Any) -> Any:
+def _app(mod_state: Any, redis_client: Any = None, **settings: Any) -> Any:
     from sidecar.api import create_app
 
     updated = mod_state.settings.model_copy(update=settings)
-    return create_app(updated, dataclasses.replace(mod_state, settings=updated, extras={}))
+    res = dataclasses.replace(mod_state, settings=updated,
+                              redis=redis_client or mod_state.redis)
+    return create_app(updated, res)
 
 
 def _login(client: Any, client_ip: str | None, key: str = MODERATOR_KEY) -> Any:
@@ -82,12 +84,8 @@ def test_many_addresses_cannot_guess_without_limit(mod_state: Any) -> None:
 
 
 def test_logins_fail_closed_when_redis_is_down(mod_state: Any) -> None:
-    from sidecar.moderation.auth import ModeratorAuth
-
     dead = redis.Redis(unix_socket_path="/nonexistent/redis.sock")
-    app = _app(mod_state, proxy_hops=1)
-    app.extensions["sidecar"].extras["moderator_auth"] = ModeratorAuth(
-        SecretStr(MODERATOR_KEY), dead, "deadprefix")
+    app = _app(mod_state, dead, proxy_hops=1)
     http = app.test_client()
     page = _login(http, MODERATOR)
     assert page.status_code == 503
