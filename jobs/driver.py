@@ -42,13 +42,8 @@ from sidecar.db.backfill_runs import (
     stop_run,
     try_finish,
 )
-from sidecar.db.embeddings import (
-    RegisteredModel,
-    analyze_embeddings,
-    ensure_index,
-    index_name,
-    registered_model,
-)
+from sidecar.db.embeddings import RegisteredModel, analyze_embeddings, registered_model
+from sidecar.db.vector_index import ensure_index, index_name
 from sidecar.errors import InvalidInput
 from sidecar.resources import Resources
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import psycopg
 from tqdm import tqdm
 
-from sidecar.db.embeddings import analyze_embeddings, count_embeddings, ensure_index
+from sidecar.db.embeddings import analyze_embeddings, count_embeddings
 from sidecar.db.migrate import forum_owned
+from sidecar.db.vector_index import ensure_index
 from sidecar.importer import ImportReport, import_dump
 from sidecar.indexing import BatchResult, Indexer
 from sidecar.keyword import SyncReport

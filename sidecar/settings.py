@@ -100,8 +100,10 @@ class Settings(BaseSettings):
     search_profile: Path | None = None  # default: <state_dir>/search-profile.json
     post_candidates: int = 100  # per leg, before topic aggregation (grown on demand)
     # The semantic leg's HNSW search and build (docs/performance.md, "Search at forum scale":
-    # chosen by `sidecar bench --part scale` for recall@10 >= 0.95 of the exact public top 10).
-    ef_search_min: int = Field(default=400, ge=1, le=1000)
+    # chosen by `sidecar bench --part scale` for recall@10 >= 0.95 of the exact public top 10:
+    # at 1M posts 400 gave 0.93-0.97 depending on the build, 600 gave 0.955-0.98 at 384 and
+    # 1,024 dims for 0.5-1.2 ms more CPU per query).
+    ef_search_min: int = Field(default=600, ge=1, le=1000)
     index_kind: Literal["halfvec", "binary"] = "halfvec"
     binary_overfetch: int = Field(default=4, ge=1, le=40)
     # pgvector >= 0.8: keep scanning when the public filter discards candidates.

@@ -33,8 +33,9 @@ from sidecar.bench.scale_forum import count_public, import_source, write_forum
 from sidecar.bench.scale_report import ScaleReport
 from sidecar.bench.scratch import scratch_database
 from sidecar.db import Database
-from sidecar.db.embeddings import RegisteredModel, ensure_index, index_name, register_model
+from sidecar.db.embeddings import RegisteredModel, register_model
 from sidecar.db.migrate import upgrade
+from sidecar.db.vector_index import ensure_index, index_name
 from sidecar.keyword import KeywordIndex, rebuild_keyword_index
 from sidecar.services import embedded_postgres_url
 from sidecar.settings import Settings

@@ -25,9 +25,10 @@ from psycopg.conninfo import make_conninfo
 from models.protocols import Embedder, Reranker
 from sidecar.bootstrap import backfill_sync, sync_keyword
 from sidecar.core.strategy import STRATEGY_VERSIONS
-from sidecar.db.embeddings import count_embeddings, ensure_index
+from sidecar.db.embeddings import count_embeddings
 from sidecar.db.forum_read import forum_counts
 from sidecar.db.meta import create_database, get_meta, set_meta
+from sidecar.db.vector_index import ensure_index
 from sidecar.errors import ConfigurationError, InvalidInput
 from sidecar.evaluation.dataset import forum_digest
 from sidecar.importer import import_dump

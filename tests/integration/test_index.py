@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import redis
 
-from sidecar.db.embeddings import index_name
 from sidecar.db.search_sql import semantic_leg
+from sidecar.db.vector_index import index_name
 
 
 def test_the_semantic_query_uses_the_partial_hnsw_index(demo_state: Any) -> None:

@@ -12,7 +12,7 @@ from jobs import driver
 from jobs.batch import run_sync
 from jobs.queues import all_queues
 from models import DummyEmbedder
-from sidecar.db.embeddings import index_name
+from sidecar.db.vector_index import index_name
 from sidecar.resources import Resources
 from tests.jobs.conftest import (
     private_post_ids,

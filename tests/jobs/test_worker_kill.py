@@ -24,7 +24,7 @@ import pytest
 from jobs import driver
 from jobs.planner import plan_run
 from jobs.queues import queue
-from sidecar.db.embeddings import index_name
+from sidecar.db.vector_index import index_name
 from sidecar.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import (
