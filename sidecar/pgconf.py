@@ -47,10 +47,37 @@ def machine_memory() -> int:
     return min(total, limit)
 
 
-def memory_settings(shared_buffers: str, memory: int) -> dict[str, str]:
-    """``shared_buffers`` and ``effective_cache_size`` for a machine with ``memory`` bytes."""
+def commit_headroom(meminfo: Path = Path("/proc/meminfo"),
+                    mode: Path = Path("/proc/sys/vm/overcommit_memory")) -> int | None:
+    """Bytes the kernel will still let processes commit, where it counts (strict overcommit).
+
+    Under ``vm.overcommit_memory = 2`` a server's shared memory is committed whole when it
+    starts, and a quarter of the memory per embedded server (the API's, the evaluation's) can
+    exceed the commit limit: the server would not start. None where the kernel does not count.
+    """
+    try:
+        if mode.read_text().strip() != "2":
+            return None
+        fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines()
+                      if ":" in line)
+        limit = int(fields["CommitLimit"].split()[0]) * 1024
+        used = int(fields["Committed_AS"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+    return max(0, limit - used)
+
+
+def memory_settings(shared_buffers: str, memory: int,
+                    headroom: int | None = None) -> dict[str, str]:
+    """``shared_buffers`` and ``effective_cache_size`` for a machine with ``memory`` bytes.
+
+    ``headroom``: what the kernel still lets commit (:func:`commit_headroom`); ``auto`` then
+    takes at most half of it.
+    """
     if shared_buffers == "auto":
         mb = int(memory * _SHARE) // _MB
+        if headroom is not None:
+            mb = min(mb, headroom // 2 // _MB)
         shared_buffers = f"{max(_FLOOR_MB, min(_CEILING_MB, mb))}MB"
     cache_mb = max(_FLOOR_MB * 4, int(memory * _CACHE_SHARE) // _MB)
     return {"shared_buffers": shared_buffers, "effective_cache_size": f"{cache_mb}MB"}

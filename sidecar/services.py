@@ -65,7 +65,8 @@ def embedded_postgres_url(state_dir: Path, shared_buffers: str = "auto") -> str:
             # server between our initdb and our settings.
             with server._lock:
                 server.ensure_pgdata_inited()
-                settings = pgconf.memory_settings(shared_buffers, pgconf.machine_memory())
+                settings = pgconf.memory_settings(shared_buffers, pgconf.machine_memory(),
+                                                  pgconf.commit_headroom())
                 if pgconf.write_conf(pgdata, settings):
                     log.info("the embedded PostgreSQL is already running: its new settings "
                              "apply when it restarts")

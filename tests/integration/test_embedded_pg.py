@@ -24,6 +24,19 @@ def test_auto_is_a_quarter_of_the_memory_within_bounds() -> None:
     assert pgconf.memory_settings("2GB", 24 * GIB)["shared_buffers"] == "2GB"
 
 
+def test_auto_stays_within_what_a_strict_kernel_lets_commit(tmp_path: Path) -> None:
+    mode, meminfo = tmp_path / "overcommit_memory", tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       25165824 kB\nCommitLimit:    12582912 kB\n"
+                       "Committed_AS:   10485760 kB\n")
+    mode.write_text("2\n")
+    headroom = pgconf.commit_headroom(meminfo, mode)
+    assert headroom == 2 * GIB  # 12 GiB limit, 10 GiB committed
+    assert pgconf.memory_settings("auto", 24 * GIB, headroom)["shared_buffers"] == "1024MB"
+    assert pgconf.memory_settings("3GB", 24 * GIB, headroom)["shared_buffers"] == "3GB"
+    mode.write_text("0\n")  # heuristic overcommit: nothing to count
+    assert pgconf.commit_headroom(meminfo, mode) is None
+
+
 def test_a_size_postgresql_would_not_read_is_refused_at_start_up() -> None:
     for bad in ("lots", "2 GB", "0MB", "2gb", "-1GB"):
         with pytest.raises(ValidationError, match="memory size"):
