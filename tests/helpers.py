@@ -7,6 +7,7 @@ import hmac
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -100,3 +101,17 @@ def demo_queries() -> list[dict[str, Any]]:
 
     path = demo_dir() / "queries.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str) -> ModuleType:
+    """A lint script of ``scripts/`` (``check_sql``, ``check_imports``) loaded as a module."""
+    import importlib.util  # only the lint-rule tests load scripts
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO as ROOT
+from tests.helpers import load_script
 
 
 def _checker() -> ModuleType:
-    script = ROOT / "scripts" / "check_sql.py"
-    spec = importlib.util.spec_from_file_location("check_sql", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_sql")
 
 
 def _flagged(tmp_path: Path, source: str) -> list[str]:
