@@ -92,16 +92,27 @@ def test_metrics_add_up_every_worker(gunicorn: dict[str, Any]) -> None:
     baseline = _served(httpx.get(f"{base}/metrics", timeout=5).text)
 
     def probe(_: int) -> int:
-        # A new connection each time, several at once: both workers accept some.
+        # A new connection each time, several at once.
         return httpx.get(f"{base}/v1/ready", timeout=10).status_code
 
+    def writers() -> set[str]:
+        return {p.name.split("_")[-1] for p in gunicorn["metrics_dir"].glob("counter_*.db")}
+
+    # The kernel may hand one idle worker every connection for a while (seen on CI with two
+    # vCPUs), so probe in rounds until both workers have served some: the test is about the
+    # scrape adding up the workers, not about how the kernel spreads connections.
+    sent, deadline = 0, time.monotonic() + 120
     with ThreadPoolExecutor(8) as pool:
-        assert set(pool.map(probe, range(REQUESTS))) == {200}
-    pids = {p.name.split("_")[-1] for p in gunicorn["metrics_dir"].glob("counter_*.db")}
-    assert "999999.db" not in pids and len(pids) >= 2, pids  # both workers wrote samples
+        while True:
+            assert set(pool.map(probe, range(REQUESTS))) == {200}
+            sent += REQUESTS
+            if len(writers() - {"999999.db"}) >= 2:
+                break
+            assert time.monotonic() < deadline, (sent, writers())
+    assert "999999.db" not in writers()  # the stale file was cleared at start
     scrapes = [_served(httpx.get(f"{base}/metrics", timeout=5).text) for _ in range(10)]
     # Every scrape, whichever worker answers it, counts the probes of both workers.
-    assert all(s - baseline >= REQUESTS for s in scrapes), (baseline, scrapes)
+    assert all(s - baseline >= sent for s in scrapes), (baseline, sent, scrapes)
     log = gunicorn["log"].read_text()
     assert "applying migration" not in log
 
