@@ -25,8 +25,10 @@ PARTS: dict[str, str] = {
     "e2e": "sidecar.bench.e2e_part",
     "chain": "sidecar.bench.chain_part",
     "scale": "sidecar.bench.scale_part",
+    "seeds": "sidecar.bench.seeds_part",
 }
-# What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes.
+# What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes, seeds
+# checks the scale part's generator.
 DEFAULT_PARTS: tuple[str, ...] = ("models", "vectors", "backfill", "e2e", "chain")
 
 

@@ -27,6 +27,7 @@ import psycopg
 
 from sidecar.bench import scale_legs as legs
 from sidecar.bench import scale_plan as sp
+from sidecar.bench import scale_seeds as seeds
 from sidecar.bench import scale_vectors as sv
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scale_forum import count_public, import_source, write_forum
@@ -110,19 +111,23 @@ class ScaleRun:
     def run(self) -> list[BenchTable]:
         """Every size in turn."""
         t0 = time.perf_counter()
-        self.source = sv.embed_source(self.settings, self.dump)
-        nn = sv.nearest_cosine(self.source.vectors)
+        self.source = sv.embed_source(self.settings, self.dump, max(self.sizes))
+        per = self.source.per_source
+        nn = sv.nearest_cosine(self.source.seeds)
         self.sigma = sv.noise_sigma(nn)
         self.report.meta.update({
             "model": self.source.model, "source_posts": len(self.source.post_ids),
+            "seeds_per_source": per, "seeds": len(self.source.seeds),
             "queries": len(self.source.query_ids), "nearest_cosine": round(nn, 4),
             "noise_sigma": round(self.sigma, 4), "embed_source_s": time.perf_counter() - t0,
             "post_k": self.post_k, "vectors": self.vectors, "sizes": {}})
+        seeded = (f" and {per - 1} recombined siblings of each ({len(self.source.seeds):,} "
+                  "seeds: the dump is small for the forum)") if per > 1 else ""
         self.report.meta["notes"] = [
             f"{self.dump.name}: {len(self.source.query_ids)} questions, k = {self.post_k} posts "
             "per leg; p50/p95 of the server-side time without the query embedding.",
             f"vectors: {self.source.model} vectors of the dump's {len(self.source.post_ids):,} "
-            f"public posts plus noise (copy-to-source cosine {nn:.2f}, the dump's median "
+            f"public posts{seeded} plus noise (copy-to-seed cosine {nn:.2f}, the seeds' median "
             "nearest-neighbour cosine); other sizes: a fixed orthonormal random projection; "
             + ("every post has a vector, private ones too (the public filter's worst case)."
                if self.vectors == "all" else "public posts only, as the backfill stores them."),
@@ -187,7 +192,9 @@ class ScaleRun:
                                                     warm=len(texts))
             self._row(n, "keyword", kw_run, index="tantivy", build_s=kw_build,
                       size_mb=_dir_mb(kw_dir))
-            base_rows = self.source.rows_of(source.post_ids[plan.post_src].tolist())
+            base_rows = seeds.seed_rows(
+                self.source.rows_of(source.post_ids[plan.post_src].tolist()),
+                self.source.per_source, seed=n)
             for dims in self.dims:
                 t0 = time.perf_counter()
                 self.run_dims(url, db, index, n, dims, plan, base_rows)
@@ -213,7 +220,7 @@ class ScaleRun:
             model = register_model(conn, name=name, dimensions=dims, version=1)
         with psycopg.connect(url, autocommit=True) as conn:
             data = sv.load_vectors(conn, model, sv.post_vectors(
-                self.source.vectors, base_rows, dims, self.sigma, seed=n),
+                self.source.seeds, base_rows, dims, self.sigma, seed=n),
                 only=public if self.vectors == "public" else None)
             conn.execute("VACUUM ANALYZE ai_posts_embeddings")
         meta[f"vectors_{dims}_s"] = time.perf_counter() - t0

@@ -12,24 +12,32 @@ then drawn in all the dimensions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
 from psycopg import sql
 
+from sidecar.bench import scale_seeds as seeds
 from sidecar.bench import vecdata
 from sidecar.bench.scale_forum import COPY_HEADER, COPY_TRAILER
-from sidecar.db.embeddings import RegisteredModel
+from sidecar.core.strategy import strategy_text
+from sidecar.db.embeddings import RegisteredModel, stored_vectors
+from sidecar.db.forum_read import post_sources
 from sidecar.settings import Settings
 
 # Deferred imports (heavy dependency): the evaluation state (embedded servers, the model) loads
 # only when the dump's vectors are not cached yet.
 
+if TYPE_CHECKING:
+    from sidecar.resources import Resources
+
+log = logging.getLogger(__name__)
 F32 = npt.NDArray[np.float32]
 F16 = npt.NDArray[np.float16]
 NN_SAMPLE = 2000  # posts whose nearest neighbour sets the noise
@@ -42,7 +50,12 @@ DIGEST = b"bench"
 
 @dataclass(frozen=True)
 class SourceVectors:
-    """The dump's post vectors (model order: post ids ascending) and its queries'."""
+    """The dump's post vectors (model order: post ids ascending) and its queries'.
+
+    ``seeds``: the vectors generated posts copy, ``per_source`` rows per source post in source
+    order (its own vector first, then its recombined siblings': :mod:`scale_seeds`); the same
+    as ``vectors`` when the dump is large enough.
+    """
 
     model: str
     post_ids: npt.NDArray[np.int64]
@@ -50,6 +63,8 @@ class SourceVectors:
     query_ids: list[str]
     query_texts: list[str]
     query_vectors: F32
+    seeds: F32
+    per_source: int = 1
 
     def rows_of(self, post_ids: list[int]) -> npt.NDArray[np.int64]:
         """Row in ``vectors`` of each post id (every id must have one)."""
@@ -57,9 +72,10 @@ class SourceVectors:
         return where.astype(np.int64)
 
 
-def embed_source(settings: Settings, dump: Path) -> SourceVectors:
-    """Embed the dump's posts (once: the evaluation state keeps them) and its queries."""
-    from sidecar.evaluation.dataset import load_dataset
+def embed_source(settings: Settings, dump: Path, posts: int) -> SourceVectors:
+    """Embed the dump's posts (once: the evaluation state keeps them), its queries, and the
+    recombined siblings a forum of ``posts`` posts needs (once: cached in the state dir)."""
+    from sidecar.evaluation.dataset import forum_digest, load_dataset
     from sidecar.evaluation.state import prepare_state
 
     dataset = load_dataset(dump)
@@ -67,19 +83,44 @@ def embed_source(settings: Settings, dump: Path) -> SourceVectors:
     try:
         res = state.resources
         with res.db.connection() as conn:
-            rows = conn.execute(
-                "SELECT post_id, embeddings FROM ai_posts_embeddings WHERE model_id = %s"
-                " AND strategy_id = 1 ORDER BY post_id", (res.model.id,)).fetchall()
-        ids = np.array([r["post_id"] for r in rows], dtype=np.int64)
-        vectors = np.stack([r["embeddings"].to_numpy() for r in rows]).astype(np.float32)
+            stored = stored_vectors(conn, res.model)
+        ids = np.array([post_id for post_id, _ in stored], dtype=np.int64)
+        vectors = _unit(np.stack([v for _, v in stored]).astype(np.float32))
         # As `sidecar eval` sends them: one line, cut to what /v1/search accepts.
         texts = [" ".join(q.text.split())[:settings.max_query_chars] for q in dataset.queries]
         queries = res.embedder.embed(texts, kind="query").astype(np.float32)
-        return SourceVectors(model=res.model.name, post_ids=ids, vectors=_unit(vectors),
+        per_source = seeds.seeds_per_source(len(ids), posts)
+        siblings = np.zeros((0, vectors.shape[1]), dtype=np.float32)
+        if per_source > 1:
+            cache = settings.state_dir / "bench" / (
+                f"seeds-{forum_digest(dump)[:16]}-{res.model.name}-{per_source}.npy")
+            if cache.exists():
+                siblings = np.load(cache)
+            else:
+                siblings = embed_siblings(res, ids, vectors, per_source)
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                np.save(cache, siblings)
+        return SourceVectors(model=res.model.name, post_ids=ids, vectors=vectors,
                              query_ids=[q.id for q in dataset.queries], query_texts=texts,
-                             query_vectors=_unit(queries))
+                             query_vectors=_unit(queries),
+                             seeds=seeds.interleave(vectors, siblings, per_source),
+                             per_source=per_source)
     finally:
         state.close()
+
+
+def embed_siblings(res: Resources, post_ids: npt.NDArray[np.int64], vectors: F32,
+                   per_source: int, seed: int = 0) -> F32:
+    """The model's vectors of ``per_source - 1`` recombined siblings of each post
+    (:func:`scale_seeds.recombine`; ``vectors[i]`` is post ``post_ids[i]``'s own)."""
+    with res.db.connection() as conn:
+        sources = post_sources(conn, post_ids.tolist())
+    if [s.post_id for s in sources] != post_ids.tolist():
+        raise RuntimeError("the dump's embedded posts and its public posts differ")
+    made = seeds.recombine(sources, vectors, per_source, seed)
+    log.info("embedding %d recombined siblings of %d posts", len(made), len(sources))
+    return _unit(res.embedder.embed([strategy_text(s, 1) for s in made],
+                                    kind="passage").astype(np.float32))
 
 
 def _unit(x: F32) -> F32:

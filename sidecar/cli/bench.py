@@ -57,11 +57,13 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
 @click.option("--out", type=click.Path(path_type=Path), default=Path("bench-results"),
               show_default=True, help="Folder for results.json and summary.md.")
 @click.option("--part", "parts", multiple=True,
-              type=click.Choice(["models", "vectors", "backfill", "e2e", "chain", "scale"]),
+              type=click.Choice(["models", "vectors", "backfill", "e2e", "chain", "scale",
+                                 "seeds"]),
               help="Run only these parts (repeatable). Default: all but scale.")
 @click.option("--quick", is_flag=True, help="Small sizes: checks that every part runs.")
 @click.option("--dump", type=click.Path(path_type=Path, exists=True, file_okay=False),
-              help="scale: the dump resampled into forums (default ../shared/eval/qatarliving).")
+              help="scale, seeds: the dump resampled into forums (default "
+                   "../shared/eval/qatarliving).")
 @click.option("--posts", help="scale: forum sizes, e.g. 100000,300000,1000000.")
 @click.option("--private-share", type=click.FloatRange(0.0, 0.95), default=0.5,
               show_default=True, help="scale: share of the posts that are not public.")
@@ -91,7 +93,8 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
     chosen = list(parts) or list(DEFAULT_PARTS)
     extras = {"scale": scale_extras(dump, posts, private_share, dims, hnsw, ef_search,
                                     iterative_scan, max_scan_tuples, overfetch, hybrid,
-                                    vectors, indexes)}
+                                    vectors, indexes),
+              "seeds": {"dump": dump}}
     tables, summary = run_bench(settings, out, chosen, quick=quick,
                                 command="sidecar bench " + " ".join(sys.argv[2:]),
                                 extras=extras)

@@ -373,3 +373,12 @@ def count_embeddings(conn: DictConn, model: RegisteredModel, strategy_id: int) -
         (model.id, strategy_id),
     ).fetchone()
     return int(row["n"]) if row else 0
+
+
+def stored_vectors(conn: DictConn, model: RegisteredModel, strategy_id: int = 1
+                   ) -> list[tuple[int, np.ndarray]]:
+    """(post id, vector) of every stored vector of a (model, strategy), by post id."""
+    rows = conn.execute(
+        "SELECT post_id, embeddings FROM ai_posts_embeddings WHERE model_id = %s"
+        " AND strategy_id = %s ORDER BY post_id", (model.id, strategy_id)).fetchall()
+    return [(int(r["post_id"]), r["embeddings"].to_numpy()) for r in rows]

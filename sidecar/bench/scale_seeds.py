@@ -1,0 +1,108 @@
+"""Distinct seed posts for a dump too small for the forum asked of it.
+
+A generated post copies a real post's text and gets that post's vector plus noise
+(:mod:`sidecar.bench.scale_vectors`). From the 15,444-post eval forum a million posts are ~65
+noisy copies of each real vector; from a dump of 250 posts they would be 4,000. Such a forum is
+not what a real forum of that size looks like to an approximate index: thousands of points at
+nearly the same distance from every question, a near-tie an exact top 10 cannot be told from.
+Measured (docs/performance.md, "Forums from a small dump"): 4,000 real posts of the eval forum
+against 4,000 generated from 250 of them, each embedded by the model, for the eval questions:
+
+======================  =====  ==================  ==================
+set                     LID    relative contrast   HNSW recall@10, ef 10
+======================  =====  ==================  ==================
+real posts              17.6   1.60                0.920
+noisy copies            69.7   1.17                0.635
+recombined (this)       31.2   1.42                0.838
+======================  =====  ==================  ==================
+
+So when the dump has fewer posts than the forum needs, each of its posts first gets
+recombined siblings: the same title, category and tags, a window of its own text (half of it
+to all of it) and a shorter window (a tenth to a half) of the text of one of its ten nearest
+posts. The model embeds these texts, so they are real vectors of distinct texts, and the
+generated posts copy them (plus the same noise) instead of the few real ones. It is still a
+harder forum than a real one (the table), never an easier one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.core.strategy import PostSource
+
+# Most copies of one vector in a generated forum: the eval forum gives ~65 at a million posts,
+# where the index was measured against exact search (docs/performance.md).
+MAX_COPIES = 100
+NEIGHBOURS = 10
+OWN_SHARE = (0.5, 1.0)  # share of the post's own words kept, one window
+OTHER_SHARE = (0.1, 0.5)  # share of a neighbour's words added, one window
+
+
+def seeds_per_source(sources: int, posts: int) -> int:
+    """Vectors each source post needs so that none is copied more than ``MAX_COPIES`` times
+    (1: its own vector is enough)."""
+    return max(1, math.ceil(posts / (MAX_COPIES * max(1, sources))))
+
+
+def _window(words: list[str], share: tuple[float, float], rng: np.random.Generator
+            ) -> list[str]:
+    """One contiguous run of ``share`` of the words (at least one)."""
+    if not words:
+        return []
+    k = max(1, round(len(words) * rng.uniform(*share)))
+    start = int(rng.integers(0, len(words) - k + 1))
+    return words[start:start + k]
+
+
+def nearest_rows(vectors: npt.NDArray[np.float32], k: int = NEIGHBOURS
+                 ) -> npt.NDArray[np.int64]:
+    """The ``k`` nearest other rows of each row by cosine (unit vectors)."""
+    sims = vectors @ vectors.T
+    np.fill_diagonal(sims, -np.inf)
+    k = min(k, len(vectors) - 1)
+    return np.argsort(-sims, axis=1)[:, :k].astype(np.int64)
+
+
+def recombine(sources: Sequence[PostSource], vectors: npt.NDArray[np.float32],
+              per_source: int, seed: int = 0) -> list[PostSource]:
+    """``per_source - 1`` siblings of each source post, in source order (its own vector is
+    the first of its seeds). ``vectors[i]`` is the vector of ``sources[i]``."""
+    if per_source <= 1 or len(sources) < 2:
+        return []
+    rng = np.random.default_rng(seed)
+    near = nearest_rows(vectors)
+    words = [s.text.split() for s in sources]
+    out: list[PostSource] = []
+    for i, source in enumerate(sources):
+        for _ in range(per_source - 1):
+            other = int(near[i, rng.integers(near.shape[1])])
+            text = _window(words[i], OWN_SHARE, rng) + _window(words[other], OTHER_SHARE, rng)
+            out.append(replace(source, text=" ".join(text)))
+    return out
+
+
+def interleave(vectors: npt.NDArray[np.float32], siblings: npt.NDArray[np.float32],
+               per_source: int) -> npt.NDArray[np.float32]:
+    """Seeds in source order: row ``i * per_source`` is source ``i``'s own vector, the next
+    ``per_source - 1`` rows its siblings'."""
+    if per_source <= 1:
+        return vectors
+    n, dims = vectors.shape
+    out = np.empty((n, per_source, dims), dtype=np.float32)
+    out[:, 0] = vectors
+    out[:, 1:] = siblings.reshape(n, per_source - 1, dims)
+    return out.reshape(n * per_source, dims)
+
+
+def seed_rows(source_rows: npt.NDArray[np.int64], per_source: int, seed: int
+              ) -> npt.NDArray[np.int64]:
+    """For each generated post (given its source's row), the row of one of its seeds."""
+    if per_source <= 1:
+        return source_rows
+    rng = np.random.default_rng(seed)
+    return source_rows * per_source + rng.integers(0, per_source, len(source_rows))
