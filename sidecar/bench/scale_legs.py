@@ -229,10 +229,16 @@ def hybrid_reference(settings: Settings, keyword_hits: list[list[PostHit]],
     return pages
 
 
+def recalls(found: list[list[int]], truth: list[list[int]], k: int = K) -> list[float]:
+    """Per query with a truth: the share of the truth's first ``k`` in the result's first
+    ``k``."""
+    return [len(set(f[:k]) & set(t[:k])) / min(k, len(t))
+            for f, t in zip(found, truth, strict=True) if t]
+
+
 def recall(found: list[list[int]], truth: list[list[int]], k: int = K) -> float:
     """Mean share of each truth's first ``k`` found in the result's first ``k``."""
-    shares = [len(set(f[:k]) & set(t[:k])) / min(k, len(t))
-              for f, t in zip(found, truth, strict=True) if t]
+    shares = recalls(found, truth, k)
     return float(np.mean(shares)) if shares else 0.0
 
 

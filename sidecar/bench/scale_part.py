@@ -245,6 +245,9 @@ class ScaleRun:
                 self._row(n, "semantic", sem, dims=dims, index=kind,
                           recall_at_10=legs.recall(sem.found, truth),
                           recall_at_100=round(legs.recall(sem.found, truth, self.post_k), 4),
+                          # Misses spread thinly, or whole questions lost (a graph cut off)?
+                          recall_at_10_by_query=[round(r, 2) for r in legs.recalls(
+                              sem.found, truth)],
                           epsilon_recall_at_10=round(
                               legs.epsilon_recall(sem.scores, exact_sims), 4),
                           build_s=build_s,

@@ -93,7 +93,7 @@ def embed_source(settings: Settings, dump: Path, posts: int) -> SourceVectors:
         siblings = np.zeros((0, vectors.shape[1]), dtype=np.float32)
         if per_source > 1:
             cache = settings.state_dir / "bench" / (
-                f"seeds-{forum_digest(dump)[:16]}-{res.model.name}-{per_source}.npy")
+                f"seeds-{forum_digest(dump)[:16]}-{res.model.name}-{seeds.recipe()}-{per_source}.npy")
             if cache.exists():
                 siblings = np.load(cache)
             else:

@@ -24,11 +24,11 @@ def test_only_a_small_dump_needs_seeds() -> None:
     assert seeds.seeds_per_source(15_444, 1_000_000) == 1
     # The demo forum (251 posts) at a million: 40 seeds each, at most 100 copies of any.
     assert seeds.seeds_per_source(251, 1_000_000) == 40
-    assert 1_000_000 / (251 * 40) <= seeds.MAX_COPIES
+    assert seeds.MAX_COPIES >= 1_000_000 / (251 * 40)
     assert seeds.seeds_per_source(251, 2_000) == 1
 
 
-def test_siblings_mix_a_post_with_one_of_its_nearest() -> None:
+def test_siblings_mix_a_post_with_its_nearest() -> None:
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((12, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -36,16 +36,18 @@ def test_siblings_mix_a_post_with_one_of_its_nearest() -> None:
     made = seeds.recombine(sources, vectors, per_source=4, seed=1)
     assert len(made) == 12 * 3
     near = seeds.nearest_rows(vectors)
+    low, high = (round(20 * share) for share in seeds.OWN_SHARE)
     for n, sibling in enumerate(made):
         i = n // 3  # source order, three siblings each
         assert (sibling.post_id, sibling.title, sibling.tags) == (i, f"title {i}", ("t",))
         words = sibling.text.split()
         own = [w for w in words if w.startswith(f"w{i}x")]
-        assert len(own) >= 10  # at least half of its own words, one window
-        assert own == sources[i].text.split()[int(own[0].split("x")[1]):][:len(own)]
-        others = {w.split("x")[0][1:] for w in words} - {str(i)}
-        assert len(others) == 1 and int(others.pop()) in near[i]  # one of its ten nearest
-    assert len({s.text for s in made}) > 30  # distinct texts, not copies
+        assert low <= len(own) <= high  # one window of its own words, first
+        first = int(own[0].split("x")[1])
+        assert words[:len(own)] == sources[i].text.split()[first:first + len(own)]
+        others = {int(w.split("x")[0][1:]) for w in words} - {i}
+        assert len(others) == seeds.OTHERS and others <= set(near[i].tolist())
+    assert len({s.text for s in made}) == len(made)  # distinct texts, not copies
     assert seeds.recombine(sources, vectors, per_source=1) == []
 
 
@@ -70,8 +72,8 @@ def test_a_small_dump_gets_real_vectors_of_new_texts(eval_settings: Any) -> None
     np.testing.assert_array_equal(source.seeds[::2], source.vectors)
     cos = np.sum(source.seeds[::2] * source.seeds[1::2], axis=1)
     assert np.all(cos < 0.9999)  # a new text, not a copy
-    assert np.median(cos) > 0.6  # mostly its source's words
-    cached = list((eval_settings.state_dir / "bench").glob("seeds-*-2.npy"))
+    assert np.median(cos) > 0.5  # near its source: its words, its nearest posts' words
+    cached = list((eval_settings.state_dir / "bench").glob(f"seeds-*-{seeds.recipe()}-2.npy"))
     assert len(cached) == 1
     again = sv.embed_source(eval_settings, DEMO, posts=30_000)
     np.testing.assert_array_equal(again.seeds, source.seeds)
