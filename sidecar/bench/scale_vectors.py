@@ -82,13 +82,7 @@ def embed_source(settings: Settings, dump: Path, posts: int) -> SourceVectors:
     state = prepare_state(settings, dump, progress=False)
     try:
         res = state.resources
-        with res.db.connection() as conn:
-            stored = stored_vectors(conn, res.model)
-        ids = np.array([post_id for post_id, _ in stored], dtype=np.int64)
-        vectors = _unit(np.stack([v for _, v in stored]).astype(np.float32))
-        # As `sidecar eval` sends them: one line, cut to what /v1/search accepts.
-        texts = [" ".join(q.text.split())[:settings.max_query_chars] for q in dataset.queries]
-        queries = res.embedder.embed(texts, kind="query").astype(np.float32)
+        ids, vectors, texts, queries = dump_vectors(res, [q.text for q in dataset.queries])
         per_source = seeds.seeds_per_source(len(ids), posts)
         siblings = np.zeros((0, vectors.shape[1]), dtype=np.float32)
         if per_source > 1:
@@ -102,11 +96,25 @@ def embed_source(settings: Settings, dump: Path, posts: int) -> SourceVectors:
                 np.save(cache, siblings)
         return SourceVectors(model=res.model.name, post_ids=ids, vectors=vectors,
                              query_ids=[q.id for q in dataset.queries], query_texts=texts,
-                             query_vectors=_unit(queries),
+                             query_vectors=queries,
                              seeds=seeds.interleave(vectors, siblings, per_source),
                              per_source=per_source)
     finally:
         state.close()
+
+
+def dump_vectors(res: Resources, questions: list[str]
+                 ) -> tuple[npt.NDArray[np.int64], F32, list[str], F32]:
+    """The embedded dump's post ids and unit vectors (post ids ascending), its questions as
+    `sidecar eval` sends them (one line, cut to what /v1/search accepts) and their unit
+    vectors."""
+    with res.db.connection() as conn:
+        stored = stored_vectors(conn, res.model)
+    ids = np.array([post_id for post_id, _ in stored], dtype=np.int64)
+    vectors = _unit(np.stack([v for _, v in stored]).astype(np.float32))
+    texts = [" ".join(q.split())[:res.settings.max_query_chars] for q in questions]
+    queries = _unit(res.embedder.embed(texts, kind="query").astype(np.float32))
+    return ids, vectors, texts, queries
 
 
 def embed_siblings(res: Resources, post_ids: npt.NDArray[np.int64], vectors: F32,

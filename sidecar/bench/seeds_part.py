@@ -37,7 +37,6 @@ from sidecar.bench import vecdata
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scale_part import DEFAULT_DUMP
 from sidecar.bench.scratch import scratch_database
-from sidecar.db.embeddings import stored_vectors
 from sidecar.services import embedded_postgres_url
 
 # Deferred imports (heavy dependency): the evaluation state (embedded servers, the model).
@@ -100,16 +99,9 @@ def run(ctx: BenchContext) -> list[BenchTable]:
                                                     s.embedded_pg_shared_buffers)
     try:
         res = state.resources
-        with res.db.connection() as conn:
-            stored = stored_vectors(conn, res.model)
-        ids = np.array([i for i, _ in stored], dtype=np.int64)
-        vectors = np.stack([v for _, v in stored]).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        ids, vectors, _, queries = sv.dump_vectors(res, [q.text for q in dataset.queries])
         if len(ids) < n + m:
             raise ValueError(f"{dump} has {len(ids)} embedded posts; this part needs {n + m}")
-        texts = [" ".join(q.text.split())[:s.max_query_chars] for q in dataset.queries]
-        queries = res.embedder.embed(texts, kind="query").astype(np.float32)
-        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
         with scratch_database(admin, "seeds") as url:
             for draw in range(draws):
                 rng = np.random.default_rng(draw)
