@@ -13,6 +13,7 @@ from sidecar.cli.bench import bench
 from sidecar.cli.evaluate import evaluate
 from sidecar.cli.jobs import queues_cmd, worker
 from sidecar.cli.keyword import keyword
+from sidecar.cli.maildump import dump_mail
 from sidecar.cli.modelhost import model_host
 from sidecar.cli.models import models
 from sidecar.cli.output import echo_json
@@ -94,6 +95,6 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 # Commands live in one module per concern, registered here.
 for _command in (
     run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
-    retrievals, evaluate, tune_cmd, bench, keyword,
+    retrievals, evaluate, tune_cmd, bench, keyword, dump_mail,
 ):
     main.add_command(_command)

@@ -12,6 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
+# Dashes that are punctuation, not the "-word" exclusion: a run of two or more ("--", a
+# "-----BEGIN" banner, a "- -- -" separator), or one standing alone ("Proxmox - fan noise").
+_LOOSE_DASHES = re.compile(r"-{2,}|(?<!\S)-(?!\S)")
+
 # A quoted lexeme (quotes inside doubled, backslashes escaped), then its optional :* / weights.
 _TOKEN = re.compile(r"\s*(?:'((?:[^'\\]|''|\\.)*)'(?::[*A-D]+)?|(<->|<\d+>|[!&|()]))")
 
@@ -185,6 +189,17 @@ def positive_lexemes(node: Node | None) -> list[str]:
     if node is not None:
         walk(node)
     return found
+
+
+def websearch_text(query: str) -> str:
+    """The question as ``websearch_to_tsquery`` should read it: only a dash written against a
+    word ("-windows") excludes it.
+
+    PostgreSQL reads a dash followed by a space as a negation of the next word too ("Proxmox -
+    fan noise" excludes "fan"), drops words before a run of them ("a - -- - b" is ``!!!!'b'``)
+    and fails on long runs ("tsquery stack too small", seen on a signed mail's dashes).
+    """
+    return _LOOSE_DASHES.sub(" ", query)
 
 
 def as_words(node: Node) -> Node:

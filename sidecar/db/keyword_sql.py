@@ -196,10 +196,19 @@ def public_topics(conn: DictConn, post_ids: Sequence[int]) -> dict[int, int]:
 
 
 def websearch_tsquery(conn: DictConn, ts_config: str, query: str) -> str:
-    """``websearch_to_tsquery`` of ``query`` as text ('' when no word is searchable)."""
-    row = conn.execute(
-        "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q", (ts_config, query)
-    ).fetchone()
+    """``websearch_to_tsquery`` of ``query`` as text ('' when no word is searchable).
+
+    Where PostgreSQL's parser gives up on the operators (its "tsquery stack too small" on deep
+    negations), the words are read with ``plainto_tsquery`` instead: a question is never an
+    error.
+    """
+    try:
+        with conn.transaction():  # a savepoint: the failed statement leaves the caller's open
+            row = conn.execute("SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q",
+                               (ts_config, query)).fetchone()
+    except (psycopg.errors.InternalError, psycopg.errors.ProgramLimitExceeded):
+        row = conn.execute("SELECT plainto_tsquery(%s::regconfig, %s)::text AS q",
+                           (ts_config, query)).fetchone()
     return str(row["q"]) if row else ""
 
 

@@ -26,6 +26,7 @@ from sidecar.core.tsquery import (
     as_words,
     parse_tsquery,
     positive_lexemes,
+    websearch_text,
 )
 from sidecar.core.types import PostHit
 from sidecar.db import keyword_sql as ksql
@@ -50,6 +51,7 @@ def keyword_tsquery(conn: DictConn, ts_config: str, query: str) -> tuple[str, bo
     made only of plain words is therefore relaxed to OR (BM25 rewards posts that match more,
     and rarer, words): the flag says so. Explicit operators are kept as the member wrote them.
     """
+    query = websearch_text(query)
     text = ksql.websearch_tsquery(conn, ts_config, query)
     relaxed = not _USER_OPERATORS.search(query)
     if relaxed:

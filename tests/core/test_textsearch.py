@@ -14,6 +14,7 @@ from sidecar.core.tsquery import (
     Term,
     as_words,
     parse_tsquery,
+    websearch_text,
     positive_lexemes,
 )
 from sidecar.core.tsvector import field_tokens
@@ -75,3 +76,15 @@ def test_tsvector_tokens_by_field_in_position_order() -> None:
 def test_a_stripped_tsvector_is_body_words() -> None:
     assert field_tokens("'a' 'b'") == {"body": [(0, "a"), (0, "b")]}
     assert field_tokens("") == {}
+
+
+@pytest.mark.parametrize(("query", "read"), [
+    ("Proxmox - fan noise", "Proxmox fan noise"),  # a separator, not "not fan"
+    ("-----BEGIN PGP SIGNED MESSAGE-----", "BEGIN PGP SIGNED MESSAGE"),
+    ("spam? - -- - ---- Robin", "spam? Robin"),
+    ("rpm --rebuild", "rpm rebuild"),
+    ("windows -linux", "windows -linux"),  # the member's exclusion stays
+    ("c-state x-y", "c-state x-y"),  # hyphenated words stay
+])
+def test_only_a_dash_against_a_word_excludes_it(query: str, read: str) -> None:
+    assert websearch_text(query).split() == read.split()

@@ -211,6 +211,23 @@ def test_the_index_matches_what_postgresql_matches(dummy_res: Resources, query: 
     assert _found(dummy_res, query) == matched & public
 
 
+# A signed mail's dashes: PostgreSQL's websearch_to_tsquery fails on them ("tsquery stack too
+# small") and reads "- word" as "not word".
+DASHES = "zfs scrub? - -- - ---------------------------------------- checksum errors - pool"
+
+
+def test_dashes_are_punctuation_and_never_an_error(dummy_res: Resources) -> None:
+    with dummy_res.db.connection() as conn:
+        # What PostgreSQL cannot read as operators, it reads as words.
+        assert ksql.websearch_tsquery(conn, dummy_res.settings.ts_config, DASHES) == (
+            "'zfs' & 'scrub' & 'checksum' & 'error' & 'pool'")
+        tsquery, relaxed = keyword_tsquery(conn, dummy_res.settings.ts_config, DASHES)
+    assert relaxed and tsquery == "'zfs' | 'scrub' | 'checksum' | 'error' | 'pool'"
+    assert _found(dummy_res, DASHES) == _found(dummy_res, "zfs scrub checksum errors pool")
+    response = dummy_res.search.find_topics(DASHES, 5, SearchOptions(mode=Mode.KEYWORD))
+    assert response.topics
+
+
 def test_a_node_with_no_index_says_so_then_rebuilds_from_nothing(
         dummy_res: Resources, tmp_path: Path) -> None:
     node = KeywordIndex(dummy_res.db, tmp_path / "fresh")
