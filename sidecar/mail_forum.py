@@ -80,7 +80,7 @@ def write_dump(mails: Iterable[Mail], out: Path, queries: int = 100, seed: int =
     # A list of its own when it holds enough messages (a hundredth of a small archive's).
     least = min(MIN_LIST_MESSAGES, max(1, sum(sizes.values()) // 100))
     lists = sorted(name for name, n in sizes.items() if n >= least and name != "other")
-    category = {name: i for i, name in enumerate(lists + ["other"], start=1)}
+    category = {name: i for i, name in enumerate([*lists, "other"], start=1)}
     askers = [i for i, g in enumerate(groups) if len(g) >= 2 and asks(g[0])]
     held = set(random.Random(seed).sample(askers, min(queries, len(askers))))
     users: dict[str, tuple[int, str]] = {}

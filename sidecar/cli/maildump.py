@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from sidecar.cli.output import echo_json
+from sidecar.mail_dump import read_archive
+from sidecar.mail_forum import write_dump
 
 
 @click.command("dump-mail")
@@ -25,7 +27,4 @@ def dump_mail(sources: tuple[Path, ...], out: Path, queries: int, seed: int) -> 
     words only). `sidecar import OUT` loads it; `sidecar eval --dump OUT` and `sidecar bench
     --dump OUT` measure search on it.
     """
-    from sidecar.mail_dump import read_archive
-    from sidecar.mail_forum import write_dump
-
     echo_json(write_dump(read_archive(sources), out, queries=queries, seed=seed).as_dict())

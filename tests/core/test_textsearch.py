@@ -14,8 +14,8 @@ from sidecar.core.tsquery import (
     Term,
     as_words,
     parse_tsquery,
-    websearch_text,
     positive_lexemes,
+    websearch_text,
 )
 from sidecar.core.tsvector import field_tokens
 
