@@ -87,6 +87,10 @@ def plan_forum(source: Source, n_posts: int, private_share: float, seed: int = 0
     src = rng.integers(0, n_src, n_topics)
     length = counts[rng.integers(0, n_src, n_topics)]
     length = np.where(replies[src] == 0, 1, length)  # nothing to draw replies from
+    while length.sum() < n_posts:  # a dump of mostly one-post topics (a mail archive's)
+        more_src = rng.integers(0, n_src, n_topics)
+        more = np.where(replies[more_src] == 0, 1, counts[rng.integers(0, n_src, n_topics)])
+        src, length = np.concatenate((src, more_src)), np.concatenate((length, more))
     ends = np.cumsum(length)
     n_topics = int(np.searchsorted(ends, n_posts)) + 1
     src, length = src[:n_topics], length[:n_topics].copy()

@@ -92,6 +92,18 @@ def test_generated_forum_hides_what_the_plan_hides(db_url: str) -> None:
         assert hidden_at == (0,)
 
 
+def test_a_dump_of_mostly_one_post_topics_still_makes_the_forum_asked() -> None:
+    """A mail archive: five topics in six have no reply, the others twenty posts."""
+    singles = np.arange(1, 101)
+    topics = np.concatenate([singles, np.repeat(np.arange(101, 121), 20)])
+    source = sp.Source(np.arange(1, len(topics) + 1), topics)
+    plan = sp.plan_forum(source, 20_000, 0.5, seed=1)
+    assert plan.n_posts == 20_000 and int(plan.topic_posts.sum()) == 20_000
+    assert plan.topic_posts.min() >= 1
+    # A topic drawn from a one-post source topic has one post: there is no reply to copy.
+    assert (plan.topic_posts[np.isin(plan.topic_src, singles)][:-1] == 1).all()
+
+
 def test_epsilon_recall_counts_results_as_near_as_the_exact_tenth() -> None:
     exact = np.array([[0.9, 0.8, 0.7, -np.inf]], dtype=np.float32)  # 3 public posts only
     # Distances 0.1, 0.2, 0.3 exact; the 3rd found is a different post at distance 0.302
