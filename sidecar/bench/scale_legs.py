@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, PostHit
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel
@@ -205,12 +206,36 @@ def run_hybrid(db: Database, model: RegisteredModel, settings: Settings, index: 
             pids.add(other.info.backend_pid)
 
     def call(i: int) -> Any:
-        return service.search(texts[i], K, options)[0]
+        return service.search(texts[i], K, options)
 
-    ms, pages, cpu = _timed(call, len(texts), warm, pids)
+    ms, results, cpu = _timed(call, len(texts), warm, pids)
+    pages = [page for page, _ in results]
     posts = [[r.post.post_id for r in page] for page in pages]
     topics = [[r.topic.topic_id for r in page] for page in pages]
-    return StageRun(ms, topics, _leaks(posts, public), extra={"cpu_ms": cpu})
+    return StageRun(ms, topics, _leaks(posts, public),
+                    extra={"cpu_ms": cpu, **step_costs([trace for _, trace in results])})
+
+
+def step_costs(traces: list[Trace]) -> dict[str, Any]:
+    """Where a hybrid search's time goes: how many rounds of the legs it took (a round more
+    when aggregation left fewer topics than asked: the legs are asked for twice the posts),
+    and each step's mean and p95 ms over the queries (the rounds of a step summed)."""
+    rounds = [sum(1 for s in t.steps if s.step == "keyword") for t in traces]
+    per_step: dict[str, list[float]] = {}
+    for trace in traces:
+        summed: dict[str, float] = {}
+        for step in trace.steps:
+            summed[step.step] = summed.get(step.step, 0.0) + step.ms
+        for name, total in summed.items():
+            per_step.setdefault(name, []).append(total)
+    return {
+        "rounds_mean": round(float(np.mean(rounds)), 3) if rounds else None,
+        "rounds_max": max(rounds, default=None),
+        "retried_share": round(float(np.mean([r > 1 for r in rounds])), 3) if rounds else None,
+        "step_ms": {name: {"mean": round(float(np.mean(v)), 2),
+                           "p95": round(float(np.percentile(v, 95)), 2)}
+                    for name, v in per_step.items()},
+    }
 
 
 def hybrid_reference(settings: Settings, keyword_hits: list[list[PostHit]],

@@ -159,16 +159,43 @@ def query_terms(query: str) -> set[str]:
     }
 
 
-def _matches(word: str, terms: set[str]) -> str | None:
-    # A cheap stemmer: a shared 5-letter prefix counts ("renewal" ~ "renew", "visas" ~ "visa").
-    if word in terms:
-        return word
-    for term in terms:
-        if len(term) >= 5 and len(word) >= 5 and word[:5] == term[:5]:
-            return term
-        if len(term) >= 4 and (word.startswith(term) or (term.startswith(word) and len(word) >= 4)):
-            return term
-    return None
+class TermMatcher:
+    """The query term a word of the text counts as, if any: the same word, or a cheap stem
+    ("renewal" ~ "renew", "visas" ~ "visa"): a shared 5-letter prefix, or one word a prefix of
+    the other with 4 letters or more.
+
+    Every stem a term admits is looked up in a table built once per query, so matching a long
+    post against a long question costs a few lookups per word of the post, not one comparison
+    per term (a 20,000-character post and a 150-word question: 3,000 words, not 450,000 pairs).
+    """
+
+    def __init__(self, terms: set[str]) -> None:
+        self.terms = terms
+        self.by_prefix5: dict[str, str] = {}
+        self.by_prefix: dict[str, str] = {}  # a prefix of 4+ letters of a term -> that term
+        # Every match but a 3-letter word's shares its first 4 letters with the term.
+        self.first4 = {term[:4] for term in terms if len(term) >= 4}
+        for term in sorted(terms):  # sorted: the same term wins whatever the set's order
+            if len(term) >= 5:
+                self.by_prefix5.setdefault(term[:5], term)
+            if len(term) >= 4:
+                for end in range(4, len(term) + 1):
+                    self.by_prefix.setdefault(term[:end], term)
+
+    def match(self, word: str) -> str | None:
+        """The term ``word`` (casefolded) counts as, or None."""
+        if word in self.terms:
+            return word
+        if len(word) < 4 or word[:4] not in self.first4:
+            return None
+        if len(word) >= 5 and word[:5] in self.by_prefix5:
+            return self.by_prefix5[word[:5]]
+        if word in self.by_prefix:  # the word is a prefix of a term
+            return self.by_prefix[word]
+        for end in range(len(word) - 1, 3, -1):  # a term is a prefix of the word
+            if word[:end] in self.terms:
+                return word[:end]
+        return None
 
 
 def excerpt(text: str, query: str, size: int = 320) -> str:
@@ -183,9 +210,10 @@ def excerpt(text: str, query: str, size: int = 320) -> str:
         return text
     start = 0
     terms = query_terms(query)
+    matcher = TermMatcher(terms)
     matches = []
     for word in _WORD.finditer(text):
-        term = _matches(word.group(0).casefold(), terms) if terms else None
+        term = matcher.match(word.group(0).casefold()) if terms else None
         if term:
             matches.append((word.start(), word.end(), term))
     if matches:

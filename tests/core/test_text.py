@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import random
 
 from sidecar.core.strategy import PostSource, digest, prepare_text, strategy_text
-from sidecar.core.text import cook, excerpt, html_to_text, normalize_whitespace, raw_to_text
+from sidecar.core.text import (
+    TermMatcher,
+    cook,
+    excerpt,
+    html_to_text,
+    normalize_whitespace,
+    raw_to_text,
+)
 
 
 def test_cook_renders_markdown_and_discourse_quotes() -> None:
@@ -78,3 +86,27 @@ def test_digest_is_sha1_of_the_exact_truncated_text() -> None:
     assert text == strategy_text(SOURCE, 1)[:20]
     assert digest(text) == hashlib.sha1(text.encode()).hexdigest()
     assert digest(text) != digest(strategy_text(SOURCE, 1))
+
+
+def _pairwise_match(word: str, terms: set[str]) -> bool:
+    """The stem rule, term by term (what TermMatcher answers with lookups)."""
+    return word in terms or any(
+        (len(t) >= 5 and len(word) >= 5 and word[:5] == t[:5])
+        or (len(t) >= 4 and word.startswith(t))
+        or (len(t) >= 4 and len(word) >= 4 and t.startswith(word)) for t in terms)
+
+
+def test_term_matcher_agrees_with_the_rule_term_by_term() -> None:
+    rng = random.Random(7)
+    letters = "aeiorstn"
+    for _ in range(300):
+        terms = {"".join(rng.choices(letters, k=rng.randint(3, 8))) for _ in range(6)}
+        matcher = TermMatcher(terms)
+        for _ in range(50):
+            word = "".join(rng.choices(letters, k=rng.randint(1, 10)))
+            found = matcher.match(word)
+            assert (found is not None) == _pairwise_match(word, terms), (word, terms)
+            assert found is None or found in terms
+    assert TermMatcher({"renew", "visa"}).match("renewal") == "renew"
+    assert TermMatcher({"visas"}).match("visa") == "visas"
+    assert TermMatcher({"cat"}).match("cats") is None  # too short to be a stem
