@@ -55,6 +55,13 @@ def test_scale_part_tiny_forum(tmp_path: Path, eval_settings: Any) -> None:
             assert row["recall_at_10"] - 1e-9 <= row["epsilon_recall_at_10"] <= 1.0, row
         if row["stage"] != "hybrid":
             assert row["build_s"] > 0 and row["size_mb"] > 0
+        else:  # where its time went: rounds of the legs and each step of the pipeline
+            assert 1 <= row["rounds_mean"] <= row["rounds_max"]
+            assert 0 <= row["retried_share"] <= 1
+            steps = row["step_ms"]
+            assert {"semantic", "keyword", "fuse", "aggregate", "hydrate"} <= set(steps)
+            assert all(v["mean"] >= 0 and v["p95"] >= 0 for v in steps.values())
+            assert steps["semantic"]["mean"] > 0 and steps["keyword"]["mean"] > 0
     size = data["meta"]["sizes"]["2000"]
     # The share is counted on the posts the sidecar itself finds public.
     assert abs(size["private_share"] - 0.5) < 0.05
