@@ -200,12 +200,15 @@ def websearch_tsquery(conn: DictConn, ts_config: str, query: str) -> str:
 
     Where PostgreSQL's parser gives up on the operators (its "tsquery stack too small" on deep
     negations), the words are read with ``plainto_tsquery`` instead: a question is never an
-    error.
+    error. Only a dash makes a negation, so only a question with one pays for the savepoint.
     """
+    websearch = "SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q"
+    if "-" not in query:
+        row = conn.execute(websearch, (ts_config, query)).fetchone()
+        return str(row["q"]) if row else ""
     try:
         with conn.transaction():  # a savepoint: the failed statement leaves the caller's open
-            row = conn.execute("SELECT websearch_to_tsquery(%s::regconfig, %s)::text AS q",
-                               (ts_config, query)).fetchone()
+            row = conn.execute(websearch, (ts_config, query)).fetchone()
     except (psycopg.errors.InternalError, psycopg.errors.ProgramLimitExceeded):
         row = conn.execute("SELECT plainto_tsquery(%s::regconfig, %s)::text AS q",
                            (ts_config, query)).fetchone()
