@@ -20,7 +20,7 @@ def index_name(model_id: int, strategy_id: int, kind: str) -> str:
 
 def ensure_index(
     url: str, model: RegisteredModel, strategy_id: int, kind: str = "halfvec", *,
-    m: int = 16, ef_construction: int = 64, build_mem: str = "",
+    m: int = 16, ef_construction: int = 128, build_mem: str = "",
 ) -> bool:
     """Build the partial HNSW index of a (model, strategy) if missing. Returns True if built.
 
