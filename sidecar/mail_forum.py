@@ -96,7 +96,9 @@ def write_dump(mails: Iterable[Mail], out: Path, queries: int = 100, seed: int =
         numbers = {m.message_id: n for n, m in enumerate(group, start=1)}
         for number, mail in enumerate(group, start=1):
             post_id += 1
-            user = users.setdefault(mail.author, (len(users) + 1, _username(mail.author, users)))
+            if mail.author not in users:
+                users[mail.author] = (len(users) + 1, _username(mail.author, users))
+            user = users[mail.author]
             parent = next((numbers[p] for p in mail.parents if p in numbers), None)
             rows["posts"].append({
                 "id": post_id, "topic_id": topic_id, "post_number": number, "user_id": user[0],
