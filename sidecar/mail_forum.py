@@ -84,6 +84,7 @@ def write_dump(mails: Iterable[Mail], out: Path, queries: int = 100, seed: int =
     askers = [i for i, g in enumerate(groups) if len(g) >= 2 and asks(g[0])]
     held = set(random.Random(seed).sample(askers, min(queries, len(askers))))
     users: dict[str, tuple[int, str]] = {}
+    taken: set[str] = set()  # usernames given
     rows: dict[str, list[dict[str, Any]]] = {"topics": [], "posts": [], "queries": []}
     post_id = 0
     for topic_id, group in enumerate(groups, start=1):
@@ -97,7 +98,9 @@ def write_dump(mails: Iterable[Mail], out: Path, queries: int = 100, seed: int =
         for number, mail in enumerate(group, start=1):
             post_id += 1
             if mail.author not in users:
-                users[mail.author] = (len(users) + 1, _username(mail.author, users))
+                name = _username(mail.author, taken)
+                taken.add(name)
+                users[mail.author] = (len(users) + 1, name)
             user = users[mail.author]
             parent = next((numbers[p] for p in mail.parents if p in numbers), None)
             rows["posts"].append({
@@ -125,9 +128,8 @@ def write_dump(mails: Iterable[Mail], out: Path, queries: int = 100, seed: int =
                      queries=len(rows["queries"]), messages=sum(len(g) for g in groups))
 
 
-def _username(address: str, users: dict[str, tuple[int, str]]) -> str:
+def _username(address: str, taken: set[str]) -> str:
     base = slugify(address.split("@")[0]).replace("-", "_")[:40] or "user"
-    taken = {name for _, name in users.values()}
     name, n = base, 1
     while name in taken:
         n += 1
