@@ -61,9 +61,7 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
             f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
     from sidecar.evaluation.evaluate import run_evaluation
     from sidecar.evaluation.report import to_markdown, write_outputs
-    from sidecar.model_setup import ensure_model
 
-    ensure_model(settings)
     doc = run_evaluation(settings, dump, config_names=configs, baseline=baseline,
                          resamples=resamples, seed=seed, query_fields=query_fields,
                          allow_rejected=allow_rejected,

@@ -50,12 +50,10 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     API reads it at start-up (restart or reload it to apply).
     """
     # Heavy (numpy, the models): loaded when the command runs, not when the CLI is imported.
-    from sidecar.model_setup import ensure_model
     from sidecar.profile import updated_profile, write_profile
     from sidecar.tuning.render import to_markdown
     from sidecar.tuning.session import run_tune
 
-    ensure_model(settings)
     doc, profile = run_tune(settings, dump=dump, sources=sources or SOURCES, folds=folds,
                             seed=seed, resamples=resamples, min_queries=min_queries,
                             query_fields=query_fields, scores_out=out / "scores.npz")

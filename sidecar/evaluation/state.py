@@ -32,6 +32,7 @@ from sidecar.db.vector_index import ensure_index
 from sidecar.errors import ConfigurationError, InvalidInput
 from sidecar.evaluation.dataset import forum_digest
 from sidecar.importer import import_dump
+from sidecar.model_setup import ensure_model
 from sidecar.resources import Resources, start_resources
 from sidecar.services import embedded_postgres_url
 from sidecar.settings import Settings
@@ -175,6 +176,10 @@ def prepare_state(
         settings.state_dir / "eval", settings.embedded_pg_shared_buffers)
     name = database_name(digest, settings.ts_config)
     url = _ensure_database(admin_url, name)
+    if embedder is None:
+        # eval_settings pins the model's folder, and a pinned folder is never prepared: a
+        # fresh state directory gets its model first (as `sidecar run` would give it).
+        ensure_model(settings)
     res = start_resources(eval_settings(settings, url), embedder=embedder, reranker=reranker)
     timings = {"start_s": time.perf_counter() - started}
     state = EvalState(resources=res, dump=dump, database=name, forum_digest=digest,

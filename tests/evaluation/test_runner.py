@@ -228,3 +228,15 @@ def test_rerank_configurations_run_with_a_real_cross_encoder(
         assert sorted(row["protocol_b_ranking"]) == sorted(base[row["query_id"]]
                                                            ["protocol_b_ranking"])
         assert PRIVATE_TOPIC not in row["top_topics"]
+
+
+def test_a_fresh_state_directory_gets_its_model_first(eval_settings: Any,
+                                                      eval_dump: Path) -> None:
+    # `sidecar bench --part scale` on a new state directory: the evaluation pins the model's
+    # folder, which must then be prepared before it is pinned.
+    settings = eval_settings.model_copy(update={"embed_model_path": None})
+    assert not (settings.embed_dir() / "manifest.json").exists()
+    state = prepare_state(settings, eval_dump, progress=False)
+    state.close()
+    assert (settings.embed_dir() / "manifest.json").is_file()
+    assert state.embedded == {1: 24}
