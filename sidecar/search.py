@@ -19,6 +19,7 @@ from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.forum_read import PostRecord, public_posts
 from sidecar.db.search_sql import semantic_leg
+from sidecar.db.vector_share import ShareCache
 from sidecar.errors import InvalidInput
 from sidecar.keyword import KeywordIndex, keyword_leg
 from sidecar.settings import Settings
@@ -131,6 +132,8 @@ class SearchService:
         # sidecar/keyword/node.py); one is opened on the state directory when none is given.
         self.keyword = keyword or KeywordIndex(db, settings.state_dir)
         self.chain = RerankChain(db, model)
+        # The index's public share, estimated now and then: it scales the HNSW ef_search.
+        self.vector_share = ShareCache()
 
     def config(self, options: SearchOptions, *, details: bool = False) -> SearchConfig:
         """What a search with these options runs: the served configuration (of a query with
@@ -236,6 +239,7 @@ class SearchService:
         with self.db.connection() as conn:
             if Leg.SEMANTIC in legs and vector is not None:
                 with trace.step("semantic") as detail:
+                    share = self.vector_share.get(conn, self.model.id, strategy).share
                     rankings[Leg.SEMANTIC] = semantic_leg(
                         conn, model_id=self.model.id, strategy_id=strategy,
                         dimensions=self.model.dimensions, vector=vector, k=post_k,
@@ -245,9 +249,11 @@ class SearchService:
                         binary_overfetch=self.settings.binary_overfetch,
                         scan_order=self.settings.hnsw_iterative_scan,
                         max_scan_tuples=self.settings.hnsw_max_scan_tuples,
+                        public_share=share,
                     )
                     detail.update(posts=len(rankings[Leg.SEMANTIC]), k=post_k,
-                                  strategy=strategy, index=self.settings.index_kind)
+                                  strategy=strategy, index=self.settings.index_kind,
+                                  public_share=round(share, 3))
             else:
                 trace.skip("semantic", skip_reason)
             if Leg.KEYWORD in legs:

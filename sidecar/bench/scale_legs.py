@@ -24,7 +24,8 @@ from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, PostHit
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel
-from sidecar.db.search_sql import semantic_leg
+from sidecar.db.search_sql import EF_SEARCH_MAX, semantic_leg
+from sidecar.db.vector_share import estimate_share, scaled_ef_search
 from sidecar.keyword import KeywordIndex, keyword_leg
 from sidecar.profile import settings_config
 from sidecar.search import SearchOptions, SearchService, rank_topics
@@ -144,8 +145,11 @@ def run_keyword(db: Database, index: KeywordIndex, settings: Settings, texts: li
 def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
                  vectors: npt.NDArray[np.float32], public: npt.NDArray[np.bool_], k: int,
                  warm: int) -> StageRun:
-    """The semantic leg for each query vector, as SearchService calls it."""
+    """The semantic leg for each query vector, as SearchService calls it (with the index's
+    public share estimated once, as the service caches it)."""
     pids: set[int] = set()
+    with db.connection() as conn:
+        share = estimate_share(conn, model.id, 1).share
 
     def call(i: int) -> list[PostHit]:
         with db.connection() as conn:
@@ -156,12 +160,16 @@ def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
                                 binary=variant.index == "binary",
                                 binary_overfetch=variant.overfetch,
                                 scan_order=variant.scan_order,
-                                max_scan_tuples=variant.max_scan_tuples)
+                                max_scan_tuples=variant.max_scan_tuples,
+                                public_share=share)
 
     ms, hits, cpu = _timed(call, len(vectors), warm, pids)
     found = [[h.post_id for h in h_list] for h_list in hits]
     return StageRun(ms, found, _leaks(found, public),
-                    extra={"short": sum(1 for f in found if len(f) < k), "cpu_ms": cpu},
+                    extra={"short": sum(1 for f in found if len(f) < k), "cpu_ms": cpu,
+                           "public_share": round(share, 4),
+                           "ef_search": scaled_ef_search(variant.ef_search_min, share,
+                                                         EF_SEARCH_MAX)},
                     scores=[[h.score for h in h_list] for h_list in hits])
 
 

@@ -12,6 +12,7 @@ from psycopg import sql
 from sidecar.core.types import PostHit
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.vector_share import scaled_ef_search
 
 # The largest hnsw.ef_search pgvector accepts.
 EF_SEARCH_MAX = 1000
@@ -39,6 +40,7 @@ def semantic_leg(
     binary_overfetch: int = 4,
     scan_order: str = "strict_order",
     max_scan_tuples: int | None = None,
+    public_share: float = 1.0,
 ) -> list[PostHit]:
     """Nearest public posts by cosine distance on the (model, strategy) partial HNSW index.
 
@@ -52,11 +54,15 @@ def semantic_leg(
     A relaxed scan may return rows slightly out of order: they are sorted again after the scan.
     With ``binary`` the bit-quantized index finds ``k * binary_overfetch`` candidates that are
     then re-ranked exactly on the halfvec (discourse-ai's scheme).
+    ``public_share`` is the index's share of public vectors (:mod:`sidecar.db.vector_share`):
+    ``ef_search_min`` is divided by it, so that as many public candidates are examined when
+    the index also holds vectors the filter drops.
     """
     fetch = k * binary_overfetch if binary else k
     iterative = iterative_scan and scan_order != "off"
     # pgvector refuses ef_search above 1000; beyond that the iterative scan supplies the rest.
-    ef_search = ef_search_min if iterative else max(ef_search_min, fetch)
+    ef_public = scaled_ef_search(ef_search_min, public_share, EF_SEARCH_MAX)
+    ef_search = ef_public if iterative else max(ef_public, fetch)
     knobs = {"hnsw.ef_search": str(min(EF_SEARCH_MAX, ef_search))}
     if iterative:
         knobs["hnsw.iterative_scan"] = scan_order
