@@ -11,6 +11,11 @@ from sidecar.db.embeddings import RegisteredModel
 
 log = logging.getLogger(__name__)
 
+# Below this many dimensions one bit each is too coarse for the binary index: at 1M posts and
+# 384 dims even an exact Hamming top 400 holds 0.89 of the exact top 10 (docs/performance.md,
+# "The binary index at 384 dims"); the halfvec index is the one to serve there.
+BINARY_MIN_DIMS = 768
+
 
 def index_name(model_id: int, strategy_id: int, kind: str) -> str:
     """Name of the partial HNSW index of a (model, strategy)."""
@@ -44,6 +49,10 @@ def ensure_index(
         if row is not None:
             drop = sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}")
             conn.execute(drop.format(sql.Identifier(name)))
+        if kind == "binary" and model.dimensions < BINARY_MIN_DIMS:
+            log.warning("binary index for %s: %d bits per vector are too coarse to find the "
+                        "nearest posts reliably; SIDECAR_INDEX_KIND=halfvec serves them better",
+                        model.name, model.dimensions)
         if kind == "binary":
             expr = sql.SQL("(binary_quantize(embeddings)::bit({d})) bit_hamming_ops")
         else:

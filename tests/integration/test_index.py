@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 import redis
+from psycopg.rows import dict_row
 
+from sidecar.db.embeddings import register_model
+from sidecar.db.migrate import upgrade
 from sidecar.db.search_sql import semantic_leg
-from sidecar.db.vector_index import index_name
+from sidecar.db.vector_index import ensure_index, index_name
 
 
 def test_the_semantic_query_uses_the_partial_hnsw_index(demo_state: Any) -> None:
@@ -94,3 +99,18 @@ def test_a_real_redis_url_replaces_the_embedded_one(tmp_path: Any, db_url: str,
         assert res.redis.ping()
     finally:
         res.close()
+
+
+def test_a_binary_index_of_few_dimensions_is_warned_of(db_url: str, caplog: Any) -> None:
+    upgrade(db_url)
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        small = register_model(conn, name="small", dimensions=384, version=1)
+        large = register_model(conn, name="large", dimensions=1024, version=1)
+    with caplog.at_level(logging.WARNING, logger="sidecar.db.vector_index"):
+        assert ensure_index(db_url, large, 1, "binary")
+        assert ensure_index(db_url, small, 1, "halfvec")
+        assert not caplog.records
+        assert ensure_index(db_url, small, 1, "binary")
+    assert [r.getMessage() for r in caplog.records] == [
+        "binary index for small: 384 bits per vector are too coarse to find the nearest posts"
+        " reliably; SIDECAR_INDEX_KIND=halfvec serves them better"]
