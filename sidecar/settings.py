@@ -102,7 +102,8 @@ class Settings(BaseSettings):
     # The semantic leg's HNSW search and build (docs/performance.md, "Search at forum scale":
     # chosen by `sidecar bench --part scale` for recall@10 >= 0.95 of the exact public top 10:
     # at 1M posts 400 gave 0.93-0.97 depending on the build, 600 gave 0.955-0.98 at 384 and
-    # 1,024 dims for 0.5-1.2 ms more CPU per query).
+    # 1,024 dims for 0.5-1.2 ms more CPU per query). Public candidates: divided by the
+    # index's public share when it holds vectors the filter drops (sidecar/db/vector_share.py).
     ef_search_min: int = Field(default=600, ge=1, le=1000)
     index_kind: Literal["halfvec", "binary"] = "halfvec"
     binary_overfetch: int = Field(default=4, ge=1, le=40)

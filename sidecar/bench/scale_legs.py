@@ -148,8 +148,10 @@ def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
     """The semantic leg for each query vector, as SearchService calls it (with the index's
     public share estimated once, as the service caches it)."""
     pids: set[int] = set()
+    started = time.perf_counter()
     with db.connection() as conn:
         share = estimate_share(conn, model.id, 1).share
+    share_ms = (time.perf_counter() - started) * 1000  # once per process and TTL when served
 
     def call(i: int) -> list[PostHit]:
         with db.connection() as conn:
@@ -167,7 +169,7 @@ def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
     found = [[h.post_id for h in h_list] for h_list in hits]
     return StageRun(ms, found, _leaks(found, public),
                     extra={"short": sum(1 for f in found if len(f) < k), "cpu_ms": cpu,
-                           "public_share": round(share, 4),
+                           "public_share": round(share, 4), "share_ms": round(share_ms, 1),
                            "ef_search": scaled_ef_search(variant.ef_search_min, share,
                                                          EF_SEARCH_MAX)},
                     scores=[[h.score for h in h_list] for h_list in hits])

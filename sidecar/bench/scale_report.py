@@ -26,8 +26,11 @@ def config_label(row: dict[str, Any]) -> str:
     c = row.get("config") or {}
     if not c:
         return ""
-    parts = [f"m{c['m']}/efc{c['ef_construction']}", f"ef{c['ef_search_min']}",
-             c["scan_order"].replace("_order", "")]
+    ef = f"ef{c['ef_search_min']}"
+    if row.get("ef_search") not in (None, c["ef_search_min"]):
+        # Scaled by the index's public share (sidecar/db/vector_share.py): what the scan used.
+        ef += f"→{row['ef_search']}"
+    parts = [f"m{c['m']}/efc{c['ef_construction']}", ef, c["scan_order"].replace("_order", "")]
     if c.get("max_scan_tuples") not in (None, 20_000):
         parts.append(f"max{c['max_scan_tuples']}")
     if "overfetch" in c:

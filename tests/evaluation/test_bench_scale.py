@@ -15,6 +15,7 @@ from sidecar.bench import scale_part
 from sidecar.bench import scale_plan as sp
 from sidecar.bench.report import BenchContext
 from sidecar.bench.scale_forum import count_public, import_source, write_forum
+from sidecar.bench.scale_report import config_label
 from sidecar.db.migrate import upgrade
 
 DEMO = Path(__file__).resolve().parents[2] / "sidecar" / "demo"
@@ -118,3 +119,12 @@ def test_epsilon_recall_counts_results_as_near_as_the_exact_tenth() -> None:
     assert legs.epsilon_recall([[0.9, 0.65, 0.698]], exact, k=3) == pytest.approx(2 / 3)
     assert legs.epsilon_recall([[0.9, 0.8, 0.7]], exact, k=3) == 1.0
     assert legs.epsilon_recall([[0.5]], exact, k=3) == 0.0
+
+
+def test_a_row_names_the_ef_search_its_scan_used() -> None:
+    config = {"m": 16, "ef_construction": 128, "ef_search_min": 600,
+              "scan_order": "relaxed_order", "max_scan_tuples": 20_000}
+    public_only = {"config": config, "ef_search": 600, "default": True}
+    half_private = {"config": config, "ef_search": 1000}
+    assert config_label(public_only) == "m16/efc128 ef600 relaxed *"
+    assert config_label(half_private) == "m16/efc128 ef600→1000 relaxed"
