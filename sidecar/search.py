@@ -261,7 +261,7 @@ class SearchService:
                     searcher = self.keyword.searcher()
                     rankings[Leg.KEYWORD] = [] if searcher is None else keyword_leg(
                         conn, searcher, ts_config=self.settings.ts_config, query=query,
-                        k=post_k,
+                        k=post_k, max_words=self.settings.keyword_max_words,
                     )
                     detail.update(posts=len(rankings[Leg.KEYWORD]), k=post_k,
                                   ts_config=self.settings.ts_config,

@@ -135,7 +135,8 @@ def run_keyword(db: Database, index: KeywordIndex, settings: Settings, texts: li
             searcher = index.searcher()
             if searcher is None:
                 raise RuntimeError("the keyword index is missing")
-            return keyword_leg(conn, searcher, ts_config=settings.ts_config, query=texts[i], k=k)
+            return keyword_leg(conn, searcher, ts_config=settings.ts_config, query=texts[i], k=k,
+                               max_words=settings.keyword_max_words)
 
     ms, hits, cpu = _timed(call, len(texts), warm, pids)
     found = [[h.post_id for h in h_list] for h_list in hits]

@@ -95,7 +95,11 @@ class ScaleRun:
         self.dump = Path(ex.get("dump") or DEFAULT_DUMP)
         self.sizes = list(ex.get("posts") or (QUICK_SIZES if ctx.quick else FULL_SIZES))
         self.share = float(ex.get("private_share", 0.5))
-        self.dims = list(ex.get("dims") or DIMS)
+        # --keyword-only: no vectors at all (the keyword leg needs none).
+        self.dims = [] if ex.get("keyword_only") else list(ex.get("dims") or DIMS)
+        # The keyword leg also timed with these word limits (the settings' one is the default).
+        self.keyword_words = [w for w in ex.get("keyword_max_words") or []
+                              if w != self.settings.keyword_max_words]
         self.builds = list(ex.get("hnsw") or [(self.settings.hnsw_m,
                                                self.settings.hnsw_ef_construction)])
         self.sweep: dict[str, list[Any]] = dict(ex.get("sweep") or {})
@@ -191,7 +195,14 @@ class ScaleRun:
             kw_run, self.kw_hits = legs.run_keyword(db, index, s, texts, public, self.post_k,
                                                     warm=len(texts))
             self._row(n, "keyword", kw_run, index="tantivy", build_s=kw_build,
-                      size_mb=_dir_mb(kw_dir))
+                      size_mb=_dir_mb(kw_dir),
+                      config={"max_words": s.keyword_max_words})
+            for words in self.keyword_words:
+                run, _ = legs.run_keyword(db, index, s.model_copy(
+                    update={"keyword_max_words": words}), texts, public, self.post_k,
+                    warm=legs.WARMUP)
+                self._row(n, "keyword", run, index="tantivy", default=False,
+                          config={"max_words": words})
             base_rows = seeds.seed_rows(
                 self.source.rows_of(source.post_ids[plan.post_src].tolist()),
                 self.source.per_source, seed=n)

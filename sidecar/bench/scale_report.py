@@ -26,6 +26,9 @@ def config_label(row: dict[str, Any]) -> str:
     c = row.get("config") or {}
     if not c:
         return ""
+    if "max_words" in c:  # the keyword leg
+        words = f"rarest {c['max_words']} words" if c["max_words"] else "every word"
+        return words + (" *" if row.get("default") else "")
     ef = f"ef{c['ef_search_min']}"
     if row.get("ef_search") not in (None, c["ef_search_min"]):
         # Scaled by the index's public share (sidecar/db/vector_share.py): what the scan used.

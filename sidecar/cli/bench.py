@@ -39,7 +39,9 @@ def _builds(value: str | None) -> list[tuple[int, int]] | None:
 def scale_extras(dump: Path | None, posts: str | None, private_share: float, dims: str | None,
                  hnsw: str | None, ef_search: str | None, iterative_scan: str | None,
                  max_scan_tuples: str | None, overfetch: str | None, hybrid: bool,
-                 vectors: str = "all", indexes: tuple[str, ...] = ()) -> dict[str, Any]:
+                 vectors: str = "all", indexes: tuple[str, ...] = (),
+                 keyword_max_words: str | None = None, keyword_only: bool = False
+                 ) -> dict[str, Any]:
     """The scale part's options as ``BenchContext.extras``."""
     scans = _words(iterative_scan)
     for scan in scans or ():
@@ -50,7 +52,8 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
     return {"dump": dump, "posts": _ints(posts), "private_share": private_share,
             "dims": _ints(dims), "hnsw": _builds(hnsw),
             "sweep": {k: v for k, v in sweep.items() if v}, "hybrid": hybrid,
-            "vectors": vectors, "indexes": list(indexes)}
+            "vectors": vectors, "indexes": list(indexes),
+            "keyword_max_words": _ints(keyword_max_words) or [], "keyword_only": keyword_only}
 
 
 @click.command()
@@ -81,11 +84,16 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
               show_default=True,
               help="scale: vectors of every post (private too: the filter's worst case) or of "
                    "the public posts only (what the backfill stores).")
+@click.option("--keyword-max-words",
+              help="scale: also time the keyword leg with these word limits (0: every word).")
+@click.option("--keyword-only", is_flag=True,
+              help="scale: the keyword leg only (no vectors, semantic leg or hybrid).")
 @click.pass_obj
 def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, dump: Path | None,
           posts: str | None, private_share: float, dims: str | None, hnsw: str | None,
           ef_search: str | None, iterative_scan: str | None, max_scan_tuples: str | None,
-          overfetch: str | None, hybrid: bool, indexes: tuple[str, ...], vectors: str) -> None:
+          overfetch: str | None, hybrid: bool, indexes: tuple[str, ...], vectors: str,
+          keyword_max_words: str | None, keyword_only: bool) -> None:
     """Measure speed: models, vector search, backfill, end-to-end HTTP, rerank chain, and
     (``--part scale``) search on forums of up to a million posts."""
     from sidecar.bench.runner import DEFAULT_PARTS, run_bench
@@ -93,7 +101,7 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
     chosen = list(parts) or list(DEFAULT_PARTS)
     extras = {"scale": scale_extras(dump, posts, private_share, dims, hnsw, ef_search,
                                     iterative_scan, max_scan_tuples, overfetch, hybrid,
-                                    vectors, indexes),
+                                    vectors, indexes, keyword_max_words, keyword_only),
               "seeds": {"dump": dump}}
     tables, summary = run_bench(settings, out, chosen, quick=quick,
                                 command="sidecar bench " + " ".join(sys.argv[2:]),

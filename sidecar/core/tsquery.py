@@ -9,6 +9,7 @@ N), ``&`` (and), ``|`` (or), with that precedence, and parentheses.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -222,3 +223,27 @@ def as_words(node: Node) -> Node:
 
     walk(node)
     return words[0] if len(words) == 1 else Or(tuple(words))
+
+
+def rarest_words(node: Node, postings: Callable[[str], int], limit: int) -> Node:
+    """A plain question's OR of words (``as_words``) cut to its ``limit`` rarest distinct words.
+
+    ``postings`` says how many documents hold a word: a word none holds is dropped, and the
+    ``limit`` held by the fewest are kept, repeats and order as asked. BM25 weighs a word less
+    the more posts hold it, so a long question's common words (a pasted message of a hundred
+    words) move its ranking little, and they are what its search costs: their postings are the
+    longest. A question of ``limit`` words or fewer is searched as asked.
+    """
+    if not isinstance(node, Or):
+        return node
+    words = [t.lexeme for t in node.operands if isinstance(t, Term)]
+    distinct = list(dict.fromkeys(words))
+    if len(distinct) <= limit:
+        return node
+    held = {w: postings(w) for w in distinct}
+    ranked = sorted((w for w in distinct if held[w] > 0), key=lambda w: held[w])
+    keep = set(ranked[:limit])
+    kept = tuple(t for t in node.operands if not isinstance(t, Term) or t.lexeme in keep)
+    if not kept:  # no word is held anywhere: the search finds nothing either way
+        return node
+    return kept[0] if len(kept) == 1 else Or(kept)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import tantivy
 
@@ -26,6 +27,7 @@ from sidecar.core.tsquery import (
     as_words,
     parse_tsquery,
     positive_lexemes,
+    rarest_words,
     websearch_text,
 )
 from sidecar.core.types import PostHit
@@ -38,6 +40,10 @@ _USER_OPERATORS = re.compile(r"\"|(?:^|\s)-\w|\s+or\s+", re.IGNORECASE)
 # Asked of the index beyond k, for the posts the public filter may drop.
 OVERFETCH = 1.25
 MAX_PAGES = 4
+# A plain question is searched with its 32 rarest words at most (a pasted message holds a
+# hundred): chosen before measuring, near Lucene MoreLikeThis's 25 query terms; see
+# docs/keyword.md, "Long questions" (SIDECAR_KEYWORD_MAX_WORDS).
+MAX_WORDS = 32
 _SCHEMA = schema()
 
 Clause = tuple[tantivy.Occur, tantivy.Query]
@@ -58,6 +64,12 @@ def keyword_tsquery(conn: DictConn, ts_config: str, query: str) -> tuple[str, bo
         # Hyphenated words stay phrases ('c-state' <-> 'c' <-> 'state'): <-> binds tighter.
         text = text.replace(" & ", " | ")
     return text, relaxed
+
+
+def _postings(searcher: tantivy.Searcher) -> Callable[[str], int]:
+    """How many documents hold a word, in any of the searched fields (term dictionary
+    lookups, a few microseconds each)."""
+    return lambda word: sum(searcher.doc_freq(field, word) for field in TEXT_FIELDS)
 
 
 def _term_clauses(lexeme: str, times: int = 1) -> list[Clause]:
@@ -117,15 +129,20 @@ def keyword_leg(
     ts_config: str,
     query: str,
     k: int,
+    max_words: int = MAX_WORDS,
 ) -> list[PostHit]:
-    """The ``k`` best public posts for ``query`` by BM25, best first (score = BM25)."""
+    """The ``k`` best public posts for ``query`` by BM25, best first (score = BM25); a plain
+    question is searched with its ``max_words`` rarest words (0: all of them)."""
     tsquery, relaxed = keyword_tsquery(conn, ts_config, query)
     node = parse_tsquery(tsquery) if tsquery else None
     if node is None or not positive_lexemes(node):
         return []
     # A plain question is an OR of words only: a phrase among them (a hyphenated word) would
     # keep Tantivy from skipping postings (block-max WAND needs a disjunction of terms).
-    tv_query = to_query(as_words(node) if relaxed else node)
+    if relaxed:
+        words = as_words(node)
+        node = rarest_words(words, _postings(searcher), max_words) if max_words else words
+    tv_query = to_query(node)
     hits: list[PostHit] = []
     offset, want = 0, int(k * OVERFETCH) + 10
     for _ in range(MAX_PAGES):

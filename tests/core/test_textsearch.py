@@ -15,6 +15,7 @@ from sidecar.core.tsquery import (
     as_words,
     parse_tsquery,
     positive_lexemes,
+    rarest_words,
     websearch_text,
 )
 from sidecar.core.tsvector import field_tokens
@@ -88,3 +89,17 @@ def test_a_stripped_tsvector_is_body_words() -> None:
 ])
 def test_only_a_dash_against_a_word_excludes_it(query: str, read: str) -> None:
     assert websearch_text(query).split() == read.split()
+
+
+def test_a_long_question_keeps_its_rarest_words() -> None:
+    held = {"zfs": 3, "scrub": 9, "pool": 40, "the": 900, "error": 120, "qwxyz": 0}
+    words = as_words(parse_tsquery(
+        "'the' | 'zfs' | 'pool' | 'qwxyz' | 'scrub' | 'error' | 'zfs' | 'the'"))
+    kept = rarest_words(words, held.__getitem__, 3)
+    # The three rarest words held by some document, repeats and order as asked.
+    assert kept == Or((Term("zfs"), Term("pool"), Term("scrub"), Term("zfs")))
+    # A question within the limit is searched as asked (nothing looked up).
+    assert rarest_words(words, lambda w: 1 // 0, 6) == words
+    assert rarest_words(Term("zfs"), held.__getitem__, 0) == Term("zfs")
+    # Nothing held anywhere: the question stays as it is (it finds nothing either way).
+    assert rarest_words(words, lambda w: 0, 2) == words

@@ -70,6 +70,19 @@ def test_scale_part_tiny_forum(tmp_path: Path, eval_settings: Any) -> None:
     assert (tmp_path / "out" / "scale.png").stat().st_size > 1000
 
 
+def test_the_keyword_leg_alone_with_another_word_limit(tmp_path: Path,
+                                                      eval_settings: Any) -> None:
+    ctx = BenchContext(eval_settings, tmp_path / "out" / "scale", extras={
+        "dump": DEMO, "posts": [2000], "keyword_only": True, "keyword_max_words": [0, 32]})
+    ctx.out_dir.mkdir(parents=True)
+    scale_part.run(ctx)
+    rows = json.loads((tmp_path / "out" / "scale.json").read_text())["rows"]
+    # The settings' limit (32) is the default row; 0 (every word) is timed beside it, once.
+    assert [(r["stage"], r["config"], r["default"]) for r in rows] == [
+        ("keyword", {"max_words": 32}, True), ("keyword", {"max_words": 0}, False)]
+    assert all(r["private_returned"] == 0 and r["queries"] == 36 for r in rows)
+
+
 def test_generated_forum_hides_what_the_plan_hides(db_url: str) -> None:
     """Every kind of private post the plan makes is private to the sidecar's own rule."""
     upgrade(db_url)  # the sidecar's own forum tables, as the part's scratch database has them
@@ -128,3 +141,5 @@ def test_a_row_names_the_ef_search_its_scan_used() -> None:
     half_private = {"config": config, "ef_search": 1000}
     assert config_label(public_only) == "m16/efc128 ef600 relaxed *"
     assert config_label(half_private) == "m16/efc128 ef600→1000 relaxed"
+    assert config_label({"config": {"max_words": 32}, "default": True}) == "rarest 32 words *"
+    assert config_label({"config": {"max_words": 0}}) == "every word"

@@ -18,12 +18,13 @@ import pytest
 from click.testing import CliRunner
 
 from sidecar.cli import main
-from sidecar.core.tsquery import parse_tsquery, positive_lexemes
+from sidecar.core.tsquery import as_words, parse_tsquery, positive_lexemes, rarest_words
 from sidecar.core.types import Mode
 from sidecar.db import keyword_sql as ksql
 from sidecar.db.forum_write import reindex_search_data
 from sidecar.keyword import KeywordIndex, keyword_leg, keyword_tsquery, rebuild_keyword_index
 from sidecar.keyword.changes import ask_every_node_to_rebuild, catch_up
+from sidecar.keyword.leg import MAX_WORDS, _postings
 from sidecar.keyword.store import TEXT_FIELDS
 from sidecar.resources import Resources
 from sidecar.search import SearchOptions
@@ -337,3 +338,28 @@ def test_a_damaged_index_finds_nothing_until_rebuilt(dummy_res: Resources,
     node.rebuild()
     node.refresh()
     assert node.searcher() is not None and node.describe()["error"] is None
+
+
+def test_a_long_question_is_searched_with_its_rarest_words(dummy_res: Resources) -> None:
+    # A pasted message: some ninety of the forum's commonest words, and three rare ones.
+    stats = "SELECT word, ndoc FROM ts_stat('SELECT search_data FROM post_search_data')" \
+        " WHERE word ~ '^[a-z]{{4,}}$' ORDER BY ndoc {}, word LIMIT {}"
+    common = [r[0] for r in _sql(dummy_res, stats.format("DESC", 45))]
+    rare = [r[0] for r in _sql(dummy_res, stats.format("ASC", 3))]
+    filler = " ".join(common * 2)
+    question = f"{filler} {' '.join(rare)} {filler}"
+    index = dummy_res.search.keyword
+    searcher = index.searcher()
+    assert searcher is not None
+    with dummy_res.db.connection() as conn:
+        tsquery, relaxed = keyword_tsquery(conn, dummy_res.settings.ts_config, question)
+    node = parse_tsquery(tsquery)
+    assert relaxed and node is not None and len(set(positive_lexemes(node))) > MAX_WORDS
+    kept = set(positive_lexemes(rarest_words(as_words(node), _postings(searcher), MAX_WORDS)))
+    assert len(kept) == MAX_WORDS and set(rare) <= kept
+    dropped = set(positive_lexemes(node)) - kept
+    held = [_df(index, w) for w in dropped]  # some are held by no public post: dropped first
+    assert min(df for df in held if df) >= max(_df(index, w) for w in kept)
+    # The leg searches those words only: the posts that only dropped words hold are not found.
+    assert _found(dummy_res, question) == _found(dummy_res, " ".join(sorted(kept)))
+    assert _found(dummy_res, question) != _found(dummy_res, " ".join(common))
