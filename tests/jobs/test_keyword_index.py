@@ -363,3 +363,5 @@ def test_a_long_question_is_searched_with_its_rarest_words(dummy_res: Resources)
     # The leg searches those words only: the posts that only dropped words hold are not found.
     assert _found(dummy_res, question) == _found(dummy_res, " ".join(sorted(kept)))
     assert _found(dummy_res, question) != _found(dummy_res, " ".join(common))
+    # The served limit is this one (SIDECAR_KEYWORD_MAX_WORDS), and the search uses it.
+    assert dummy_res.settings.keyword_max_words == MAX_WORDS
