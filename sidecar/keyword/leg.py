@@ -40,9 +40,9 @@ _USER_OPERATORS = re.compile(r"\"|(?:^|\s)-\w|\s+or\s+", re.IGNORECASE)
 # Asked of the index beyond k, for the posts the public filter may drop.
 OVERFETCH = 1.25
 MAX_PAGES = 4
-# A plain question is searched with its 32 rarest words at most (a pasted message holds a
-# hundred): chosen before measuring, near Lucene MoreLikeThis's 25 query terms; see
-# docs/keyword.md, "Long questions" (SIDECAR_KEYWORD_MAX_WORDS).
+# The limit measured for SIDECAR_KEYWORD_MAX_WORDS (off by default): a plain question searched
+# with its 32 rarest words at most (a pasted message holds a hundred); chosen before measuring,
+# near Lucene MoreLikeThis's 25 query terms; docs/keyword.md, "Long questions".
 MAX_WORDS = 32
 _SCHEMA = schema()
 
@@ -129,7 +129,7 @@ def keyword_leg(
     ts_config: str,
     query: str,
     k: int,
-    max_words: int = MAX_WORDS,
+    max_words: int = 0,
 ) -> list[PostHit]:
     """The ``k`` best public posts for ``query`` by BM25, best first (score = BM25); a plain
     question is searched with its ``max_words`` rarest words (0: all of them)."""
