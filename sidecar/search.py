@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +135,11 @@ class SearchService:
         self.chain = RerankChain(db, model)
         # The index's public share, estimated now and then: it scales the HNSW ef_search.
         self.vector_share = ShareCache()
+        # Runs the keyword leg of a hybrid search beside the semantic one (leg_rankings): one
+        # thread per request thread at most. Threads start on first use, in the process that
+        # searches (never before a fork).
+        self.workers = ThreadPoolExecutor(max_workers=max(1, settings.threads),
+                                          thread_name_prefix="keyword-leg")
 
     def config(self, options: SearchOptions, *, details: bool = False) -> SearchConfig:
         """What a search with these options runs: the served configuration (of a query with
@@ -234,41 +240,72 @@ class SearchService:
         self, query: str, vector: Any, legs: tuple[Leg, ...], post_k: int, strategy: int,
         trace: Trace, *, skip_reason: str = "",
     ) -> dict[str, list[PostHit]]:
-        """Each leg's ``post_k`` best public posts (the semantic leg needs ``vector``)."""
+        """Each leg's ``post_k`` best public posts (the semantic leg needs ``vector``).
+
+        With both legs to run (and ``parallel_legs``), the keyword leg runs on a worker thread
+        while this one runs the semantic leg, each on its own pooled connection: a hybrid
+        search costs about its slower leg, not their sum. Each leg's step is still timed
+        alone, and the trace lists them in the same order either way.
+        """
+        semantic = Leg.SEMANTIC in legs and vector is not None
+        keyword = Leg.KEYWORD in legs
+        keyword_trace = Trace()
+        pending: Future[list[PostHit]] | None = None
+        if semantic and keyword and self.settings.parallel_legs:
+            pending = self.workers.submit(self.keyword_ranking, query, post_k, keyword_trace)
         rankings: dict[str, list[PostHit]] = {}
-        with self.db.connection() as conn:
-            if Leg.SEMANTIC in legs and vector is not None:
-                with trace.step("semantic") as detail:
-                    share = self.vector_share.get(conn, self.model.id, strategy).share
-                    rankings[Leg.SEMANTIC] = semantic_leg(
-                        conn, model_id=self.model.id, strategy_id=strategy,
-                        dimensions=self.model.dimensions, vector=vector, k=post_k,
-                        ef_search_min=self.settings.ef_search_min,
-                        iterative_scan=self.iterative_scan,
-                        binary=self.settings.index_kind == "binary",
-                        binary_overfetch=self.settings.binary_overfetch,
-                        scan_order=self.settings.hnsw_iterative_scan,
-                        max_scan_tuples=self.settings.hnsw_max_scan_tuples,
-                        public_share=share,
-                    )
-                    detail.update(posts=len(rankings[Leg.SEMANTIC]), k=post_k,
-                                  strategy=strategy, index=self.settings.index_kind,
-                                  public_share=round(share, 3))
+        try:
+            if semantic:
+                rankings[Leg.SEMANTIC] = self.semantic_ranking(vector, post_k, strategy, trace)
             else:
                 trace.skip("semantic", skip_reason)
-            if Leg.KEYWORD in legs:
-                with trace.step("keyword") as detail:
-                    searcher = self.keyword.searcher()
-                    rankings[Leg.KEYWORD] = [] if searcher is None else keyword_leg(
-                        conn, searcher, ts_config=self.settings.ts_config, query=query,
-                        k=post_k, max_words=self.settings.keyword_max_words,
-                    )
-                    detail.update(posts=len(rankings[Leg.KEYWORD]), k=post_k,
-                                  ts_config=self.settings.ts_config,
-                                  index="missing" if searcher is None else "tantivy")
-            else:
-                trace.skip("keyword", skip_reason)
+        finally:
+            # The connection of the semantic leg is back in the pool before this thread waits
+            # for the keyword leg, so the two can never wait on each other for a connection.
+            if pending is not None:
+                wait([pending])
+        if keyword:
+            try:
+                rankings[Leg.KEYWORD] = pending.result() if pending is not None else \
+                    self.keyword_ranking(query, post_k, keyword_trace)
+            finally:
+                trace.steps.extend(keyword_trace.steps)
+        else:
+            trace.skip("keyword", skip_reason)
         return rankings
+
+    def semantic_ranking(self, vector: Any, post_k: int, strategy: int,
+                         trace: Trace) -> list[PostHit]:
+        """The semantic leg: the HNSW index of (model, strategy), public posts only."""
+        with trace.step("semantic") as detail, self.db.connection() as conn:
+            share = self.vector_share.get(conn, self.model.id, strategy).share
+            hits = semantic_leg(
+                conn, model_id=self.model.id, strategy_id=strategy,
+                dimensions=self.model.dimensions, vector=vector, k=post_k,
+                ef_search_min=self.settings.ef_search_min,
+                iterative_scan=self.iterative_scan,
+                binary=self.settings.index_kind == "binary",
+                binary_overfetch=self.settings.binary_overfetch,
+                scan_order=self.settings.hnsw_iterative_scan,
+                max_scan_tuples=self.settings.hnsw_max_scan_tuples,
+                public_share=share,
+            )
+            detail.update(posts=len(hits), k=post_k, strategy=strategy,
+                          index=self.settings.index_kind, public_share=round(share, 3))
+        return hits
+
+    def keyword_ranking(self, query: str, post_k: int, trace: Trace) -> list[PostHit]:
+        """The keyword leg: BM25 in this node's Tantivy index, public posts only."""
+        with trace.step("keyword") as detail, self.db.connection() as conn:
+            searcher = self.keyword.searcher()
+            hits = [] if searcher is None else keyword_leg(
+                conn, searcher, ts_config=self.settings.ts_config, query=query,
+                k=post_k, max_words=self.settings.keyword_max_words,
+                question_words=self.settings.keyword_question_words,
+            )
+            detail.update(posts=len(hits), k=post_k, ts_config=self.settings.ts_config,
+                          index="missing" if searcher is None else "tantivy")
+        return hits
 
     def url(self, post: PostRecord) -> str:
         """Post-level link: /t/{slug}/{topic_id}/{post_number}, under the forum's address."""

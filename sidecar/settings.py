@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     rrf_k: int = 60
     topic_score: Literal["best", "mean2"] = "best"
     search_profile: Path | None = None  # default: <state_dir>/search-profile.json
+    # A hybrid search runs its two legs at once, each on its own pooled connection: the
+    # keyword leg's Tantivy search overlaps the semantic leg's HNSW scan in PostgreSQL
+    # (docs/performance.md, "Legs at once"). false: one after the other, on one connection.
+    parallel_legs: bool = True
     post_candidates: int = 100  # per leg, before topic aggregation (grown on demand)
     # The semantic leg's HNSW search and build (docs/performance.md, "Search at forum scale":
     # chosen by `sidecar bench --part scale` for recall@10 >= 0.95 of the exact public top 10:
@@ -122,9 +126,15 @@ class Settings(BaseSettings):
     keyword_sync_s: float = 5.0  # how often an API process applies the change log (0: never)
     keyword_log_days: int = 7  # change-log rows kept; a node further behind rebuilds
     # A plain question is searched with its N rarest words (0: every word): a pasted message's
-    # common words cost the most and weigh the least (docs/keyword.md, "Long questions"). Off by
-    # default: 32 lost one question on two of the four eval sets (n.s.) for 1.7x the speed.
-    keyword_max_words: int = Field(default=0, ge=0)
+    # common words cost the most and weigh the least (docs/keyword.md, "Long questions"). 32
+    # (chosen before measuring) is on since questions are read without operators past
+    # keyword_question_words: on the mail set's hybrid +0.033 MRR@10, elsewhere within 0.002.
+    keyword_max_words: int = Field(default=32, ge=0)
+    # A query of more than N words is a question: its quotes, "or" and "-word" are prose, not
+    # operators, and every word is searched (0: operators at any length). A search box query
+    # with operators is a few words ('"home assistant" -zigbee'); a pasted message's "or" and
+    # "rpm -Uvh" are not (10 chosen before measuring; docs/keyword.md, "Operators").
+    keyword_question_words: int = Field(default=10, ge=0)
 
     # --- rerank chain (sidecar/core/chain.py; SIDECAR_CHAIN_<ChainFlags field>) ---------------
     chain_mmr: bool = _CHAIN.mmr

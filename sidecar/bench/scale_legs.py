@@ -136,7 +136,8 @@ def run_keyword(db: Database, index: KeywordIndex, settings: Settings, texts: li
             if searcher is None:
                 raise RuntimeError("the keyword index is missing")
             return keyword_leg(conn, searcher, ts_config=settings.ts_config, query=texts[i], k=k,
-                               max_words=settings.keyword_max_words)
+                               max_words=settings.keyword_max_words,
+                               question_words=settings.keyword_question_words)
 
     ms, hits, cpu = _timed(call, len(texts), warm, pids)
     found = [[h.post_id for h in h_list] for h_list in hits]

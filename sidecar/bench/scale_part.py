@@ -270,12 +270,17 @@ class ScaleRun:
                 served = variant.settings(s)
                 reference = legs.hybrid_reference(served, self.kw_hits, exact_ids, exact_sims,
                                                   plan.post_topic, self.post_k)
-                hyb = legs.run_hybrid(db, model, served, index, texts, queries, public,
-                                      warm=legs.WARMUP)
-                self._row(n, "hybrid", hyb, dims=dims, index=kind,
-                          recall_at_10=legs.recall(hyb.found, reference),
-                          default=default_build,
-                          config={"m": m, "ef_construction": efc, **variant.describe()})
+                # The served pipeline, then the same with its legs in turn (the baseline of
+                # SIDECAR_PARALLEL_LEGS), side by side.
+                for parallel in (served.parallel_legs, not served.parallel_legs):
+                    hyb = legs.run_hybrid(db, model,
+                                          served.model_copy(update={"parallel_legs": parallel}),
+                                          index, texts, queries, public, warm=legs.WARMUP)
+                    self._row(n, "hybrid", hyb, dims=dims, index=kind,
+                              recall_at_10=legs.recall(hyb.found, reference),
+                              default=default_build and parallel == served.parallel_legs,
+                              config={"m": m, "ef_construction": efc, **variant.describe(),
+                                      "parallel_legs": parallel})
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(f'DROP INDEX "{iname}"')
         with psycopg.connect(url, autocommit=True) as conn:

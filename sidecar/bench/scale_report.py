@@ -38,6 +38,8 @@ def config_label(row: dict[str, Any]) -> str:
         parts.append(f"max{c['max_scan_tuples']}")
     if "overfetch" in c:
         parts.append(f"x{c['overfetch']}")
+    if "parallel_legs" in c:  # a hybrid row
+        parts.append("legs at once" if c["parallel_legs"] else "legs in turn")
     if row.get("vectors") == "public":
         parts.append("public vectors only")
     return " ".join(parts) + (" *" if row.get("default") else "")

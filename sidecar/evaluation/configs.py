@@ -1,7 +1,8 @@
 """The configuration matrix: each configuration changes one factor of another one.
 
 Every configuration maps onto the product's own knobs (``SearchOptions``: mode, topic score,
-strategy, RRF k, rerank chain flags; the ``index_kind`` setting) plus optional post-retrieval
+strategy, RRF k, rerank chain flags; the ``index_kind``, ``keyword_question_words`` and
+``keyword_max_words`` settings) plus optional post-retrieval
 stages (the cross-encoder rerank). ``parent`` names the configuration it differs from by exactly
 one factor, ``factor`` says which; all are also compared with the named baseline.
 """
@@ -35,6 +36,9 @@ class EvalConfig:
     strategy: int = 1
     fusion: Fusion = field(default_factory=Fusion)
     index_kind: Literal["halfvec", "binary"] = "halfvec"
+    # SIDECAR_KEYWORD_QUESTION_WORDS and _MAX_WORDS for this configuration (None: the settings').
+    keyword_question_words: int | None = None
+    keyword_max_words: int | None = None
     stages: tuple[str, ...] = ()
     chain: ChainFlags | None = None  # the rerank chain (None: every stage off)
     default: bool = True  # part of the matrix when no --config is given
@@ -61,6 +65,8 @@ class EvalConfig:
 def _c(name: str, description: str, factor: str, parent: str | None, **kw: Any) -> EvalConfig:
     return EvalConfig(name=name, description=description, factor=factor, parent=parent, **kw)
 
+
+_OPERATORS = "question: operators at any length, every word (KEYWORD_QUESTION/MAX_WORDS=0)"
 
 CATALOGUE: tuple[EvalConfig, ...] = (
     _c("semantic-best", "bi-encoder only, one vector per post, topic = its best post",
@@ -109,6 +115,14 @@ CATALOGUE: tuple[EvalConfig, ...] = (
     _c("hybrid-k20", "hybrid RRF with k=20 (rank 1 weighs more)",
        "RRF k: 20 instead of 60", "hybrid-best", mode=Mode.HYBRID, fusion=Fusion(rrf_k=20),
        default=False),
+    # The keyword leg's reading of a question before 2026-12: operators at any length, every
+    # word searched (SIDECAR_KEYWORD_QUESTION_WORDS=0, SIDECAR_KEYWORD_MAX_WORDS=0).
+    _c("keyword-operators", "keyword leg; quotes, or and -word are operators at any length, "
+       "every word searched", _OPERATORS, "keyword-best", mode=Mode.KEYWORD,
+       keyword_question_words=0, keyword_max_words=0, default=False),
+    _c("hybrid-operators", "hybrid RRF; quotes, or and -word are operators at any length, "
+       "every word searched", _OPERATORS, "hybrid-best", mode=Mode.HYBRID,
+       keyword_question_words=0, keyword_max_words=0, default=False),
     _c("hybrid-best-mmr50", "hybrid RRF, then MMR with lambda 0.5 (more diversity)",
        "MMR lambda: 0.5 instead of 0.7", "hybrid-best-mmr", mode=Mode.HYBRID,
        chain=ChainFlags(mmr=True, mmr_lambda=0.5), default=False),

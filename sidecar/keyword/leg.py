@@ -37,29 +37,34 @@ from sidecar.keyword.store import FIELD_BOOSTS, TEXT_FIELDS, schema
 
 # What makes websearch_to_tsquery do more than AND words: "phrases", -exclusions and "or".
 _USER_OPERATORS = re.compile(r"\"|(?:^|\s)-\w|\s+or\s+", re.IGNORECASE)
+# What a question's text loses before PostgreSQL reads it, so none of it is an operator: quotes
+# and a dash against a word ("rpm -Uvh"); "or" is a stop word, and a hyphenated word stays one.
+_OPERATOR_MARKS = re.compile(r"\"|(?<!\S)-(?=\S)")
 # Asked of the index beyond k, for the posts the public filter may drop.
 OVERFETCH = 1.25
 MAX_PAGES = 4
-# The limit measured for SIDECAR_KEYWORD_MAX_WORDS (off by default): a plain question searched
-# with its 32 rarest words at most (a pasted message holds a hundred); chosen before measuring,
-# near Lucene MoreLikeThis's 25 query terms; docs/keyword.md, "Long questions".
-MAX_WORDS = 32
 _SCHEMA = schema()
 
 Clause = tuple[tantivy.Occur, tantivy.Query]
 
 
-def keyword_tsquery(conn: DictConn, ts_config: str, query: str) -> tuple[str, bool]:
+def keyword_tsquery(conn: DictConn, ts_config: str, query: str,
+                    question_words: int = 0) -> tuple[str, bool]:
     """The tsquery the keyword leg searches with, as text ('' when no word is searchable).
 
     ``websearch_to_tsquery`` understands quotes, ``or`` and ``-word``; but for a plain question it
     ANDs every word, and a forum question rarely shares all its words with the answer. A query
     made only of plain words is therefore relaxed to OR (BM25 rewards posts that match more,
-    and rarer, words): the flag says so. Explicit operators are kept as the member wrote them.
+    and rarer, words): the flag says so. Explicit operators are kept as the member wrote them,
+    except in a query of more than ``question_words`` words (0: any length), which is read as
+    a question: every word is searched, none is an operator.
     """
     query = websearch_text(query)
+    question = 0 < question_words < len(query.split())
+    if question:
+        query = _OPERATOR_MARKS.sub(" ", query)
     text = ksql.websearch_tsquery(conn, ts_config, query)
-    relaxed = not _USER_OPERATORS.search(query)
+    relaxed = question or not _USER_OPERATORS.search(query)
     if relaxed:
         # Hyphenated words stay phrases ('c-state' <-> 'c' <-> 'state'): <-> binds tighter.
         text = text.replace(" & ", " | ")
@@ -130,10 +135,12 @@ def keyword_leg(
     query: str,
     k: int,
     max_words: int = 0,
+    question_words: int = 0,
 ) -> list[PostHit]:
     """The ``k`` best public posts for ``query`` by BM25, best first (score = BM25); a plain
-    question is searched with its ``max_words`` rarest words (0: all of them)."""
-    tsquery, relaxed = keyword_tsquery(conn, ts_config, query)
+    question is searched with its ``max_words`` rarest words (0: all of them), and a query of
+    more than ``question_words`` words (0: any length) is a plain question."""
+    tsquery, relaxed = keyword_tsquery(conn, ts_config, query, question_words)
     node = parse_tsquery(tsquery) if tsquery else None
     if node is None or not positive_lexemes(node):
         return []

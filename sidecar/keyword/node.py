@@ -27,6 +27,7 @@ import tantivy
 from sidecar.db import Database
 from sidecar.db import keyword_sql as ksql
 from sidecar.keyword.store import (
+    BUILD_HEAP,
     SCHEMA_VERSION,
     IndexFolder,
     SyncState,
@@ -181,7 +182,8 @@ class KeywordIndex:
         folder = self.folder()
         build = folder.new_build()
         try:
-            writer = Writer(open_index(build), threads=2)
+            # One thread and a large budget: one segment, the fastest to search.
+            writer = Writer(open_index(build), threads=1, heap=BUILD_HEAP)
             with self.db.connection() as conn:
                 # One snapshot for the documents and the log position: a change logged after it
                 # is applied below; one logged before it is already in the documents.

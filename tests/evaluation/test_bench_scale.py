@@ -37,9 +37,15 @@ def test_scale_part_tiny_forum(tmp_path: Path, eval_settings: Any) -> None:
     for dims in (384, 1024):
         for index in ("halfvec", "binary"):
             mine = [r for r in rows if (r["dims"], r["index"]) == (dims, index)]
-            assert [r["stage"] for r in mine] == ["semantic", "semantic", "hybrid"]
-            assert [r["default"] for r in mine] == [True, False, True]
+            assert [r["stage"] for r in mine] == ["semantic", "semantic", "hybrid", "hybrid"]
+            assert [r["default"] for r in mine] == [True, False, True, False]
             assert mine[1]["config"]["ef_search_min"] == 100
+            # The served hybrid (legs at once), then its baseline with the legs in turn, which
+            # finds the same first pages.
+            assert [r["config"]["parallel_legs"] for r in mine[2:]] == [True, False]
+            assert mine[2]["recall_at_10"] == mine[3]["recall_at_10"]
+            assert "legs at once" in config_label(mine[2])
+            assert "legs in turn" in config_label(mine[3])
             assert ("overfetch" in mine[0]["config"]) == (index == "binary")
     for row in rows:
         assert row["stage"] in STAGES

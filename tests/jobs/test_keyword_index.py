@@ -24,12 +24,16 @@ from sidecar.db import keyword_sql as ksql
 from sidecar.db.forum_write import reindex_search_data
 from sidecar.keyword import KeywordIndex, keyword_leg, keyword_tsquery, rebuild_keyword_index
 from sidecar.keyword.changes import ask_every_node_to_rebuild, catch_up
-from sidecar.keyword.leg import MAX_WORDS, _postings
+from sidecar.keyword.leg import _postings
 from sidecar.keyword.store import TEXT_FIELDS
 from sidecar.resources import Resources
 from sidecar.search import SearchOptions
+from sidecar.settings import Settings
 from tests.conftest import API_KEY
 from tests.jobs.conftest import public_post_ids
+
+# The served limit on a plain question's words (SIDECAR_KEYWORD_MAX_WORDS' default).
+MAX_WORDS = Settings.model_fields["keyword_max_words"].default
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 PROBES = json.loads((Path(__file__).resolve().parents[1] / "data"
@@ -44,18 +48,18 @@ def _sql(res: Resources, query: str, *params: Any) -> list[Any]:
 
 
 def _hits(res: Resources, index: KeywordIndex, query: str, k: int = 1000,
-          max_words: int = 0) -> list[Any]:
+          max_words: int = 0, question_words: int = 0) -> list[Any]:
     searcher = index.searcher()
     assert searcher is not None
     with res.db.connection() as conn:
         return keyword_leg(conn, searcher, ts_config=res.settings.ts_config, query=query, k=k,
-                           max_words=max_words)
+                           max_words=max_words, question_words=question_words)
 
 
 def _found(res: Resources, query: str, index: KeywordIndex | None = None,
-           max_words: int = 0) -> set[int]:
+           max_words: int = 0, question_words: int = 0) -> set[int]:
     return {h.post_id for h in _hits(res, index or res.search.keyword, query,
-                                     max_words=max_words)}
+                                     max_words=max_words, question_words=question_words)}
 
 
 def _lexeme(res: Resources, word: str) -> str:
@@ -248,6 +252,9 @@ def test_a_node_with_no_index_says_so_then_rebuilds_from_nothing(
     report = rebuild_keyword_index(dummy_res.db, tmp_path / "fresh")
     assert report.rebuilt and report.docs == dummy_res.search.keyword.describe()["docs"]
     node.refresh()  # a reader in another process notices within CHECK_S; here: at once
+    searcher = node.searcher()
+    assert searcher is not None and searcher.num_docs == report.docs
+    assert searcher.num_segments == 1  # a build is one segment: the fastest to search
     assert _hits(dummy_res, node, "zfs scrub checksum") == _hits(
         dummy_res, dummy_res.search.keyword, "zfs scrub checksum")
 
@@ -368,6 +375,39 @@ def test_a_long_question_is_searched_with_its_rarest_words(dummy_res: Resources)
     limited = _found(dummy_res, question, max_words=MAX_WORDS)
     assert limited == _found(dummy_res, " ".join(sorted(kept)))
     assert limited != _found(dummy_res, " ".join(common))
-    # Off by default (SIDECAR_KEYWORD_MAX_WORDS=0): every word is searched.
-    assert dummy_res.settings.keyword_max_words == 0
+    # The served default (SIDECAR_KEYWORD_MAX_WORDS=32); 0 searches every word.
+    assert dummy_res.settings.keyword_max_words == MAX_WORDS
+    served = dummy_res.search.find_topics(question, 500, SearchOptions(mode=Mode.KEYWORD))
+    assert {p.post_id for t in served.topics for p in t.posts} <= limited
     assert _found(dummy_res, question) == _found(dummy_res, question, max_words=10**6)
+    assert _found(dummy_res, question) != limited
+
+
+# A question pasted into the search: its quotes, "or" and "-restic" are prose (16 words).
+PASTED = 'after the update my "home assistant" box lost the zigbee stick or the wireguard ' \
+    'tunnel -restic'
+PLAIN = "after the update my home assistant box lost the zigbee stick the wireguard tunnel restic"
+
+
+def test_a_long_question_has_no_operators(dummy_res: Resources) -> None:
+    words = dummy_res.settings.keyword_question_words
+    assert words == 10 and len(PASTED.split()) > words  # the default
+    config = dummy_res.settings.ts_config
+    with dummy_res.db.connection() as conn:
+        pasted, relaxed = keyword_tsquery(conn, config, PASTED, words)
+        assert relaxed and "!" not in pasted and "<->" not in pasted
+        # Read as the same words without their marks: an OR of every lexeme.
+        assert (pasted, relaxed) == keyword_tsquery(conn, config, PLAIN, words)
+        # A search box query keeps its operators; so does a long one when the setting is 0.
+        short, relaxed = keyword_tsquery(conn, config, '"home assistant" -zigbee', words)
+        assert not relaxed and "!" in short and "<->" in short
+        assert not keyword_tsquery(conn, config, PASTED, 0)[1]
+        # A hyphenated word stays one word's phrase, whatever the length.
+        hyphen, _ = keyword_tsquery(conn, config, PLAIN + " c-state", words)
+        assert "'c-state' <-> 'c' <-> 'state'" in hyphen
+    found = _found(dummy_res, PASTED, question_words=words)
+    assert found == _found(dummy_res, PLAIN)
+    # As operators, the pasted question's AND of sixteen words and a NOT finds (next to) nothing.
+    assert len(_found(dummy_res, PASTED)) < len(found)
+    served = dummy_res.search.find_topics(PASTED, 10, SearchOptions(mode=Mode.KEYWORD))
+    assert served.topics and served.legs["keyword"] == min(len(found), served.legs["keyword"])
