@@ -83,9 +83,11 @@ def test_the_keyword_leg_alone_with_another_word_limit(tmp_path: Path,
     ctx.out_dir.mkdir(parents=True)
     scale_part.run(ctx)
     rows = json.loads((tmp_path / "out" / "scale.json").read_text())["rows"]
-    # The settings' limit (0: every word) is the default row; 32 is timed beside it, once.
+    # The settings' limit (32 words) is the default row; 0 (every word) is timed beside it,
+    # once: the default is not timed twice.
+    assert eval_settings.keyword_max_words == 32
     assert [(r["stage"], r["config"], r["default"]) for r in rows] == [
-        ("keyword", {"max_words": 0}, True), ("keyword", {"max_words": 32}, False)]
+        ("keyword", {"max_words": 32}, True), ("keyword", {"max_words": 0}, False)]
     assert all(r["private_returned"] == 0 and r["queries"] == 36 for r in rows)
 
 
