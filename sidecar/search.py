@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -252,7 +253,9 @@ class SearchService:
         keyword_trace = Trace()
         pending: Future[list[PostHit]] | None = None
         if semantic and keyword and self.settings.parallel_legs:
-            pending = self.workers.submit(self.keyword_ranking, query, post_k, keyword_trace)
+            # In this request's context (Flask's, logging's): the worker thread has none.
+            pending = self.workers.submit(contextvars.copy_context().run, self.keyword_ranking,
+                                          query, post_k, keyword_trace)
         rankings: dict[str, list[PostHit]] = {}
         try:
             if semantic:

@@ -1,7 +1,8 @@
 """The keyword leg: PostgreSQL reads the question, Tantivy ranks by BM25, SQL keeps the public.
 
 1. ``websearch_to_tsquery`` with the forum's text search configuration turns the question into
-   lexemes and operators (quotes, ``or``, ``-word``), the words the index holds.
+   lexemes and operators (quotes, ``or``, ``-word``), the words the index holds; a query longer
+   than a search box query is a question, whose quotes, "or" and dashes are prose.
 2. Tantivy finds the best posts by BM25 over the title, category, tags and body fields (block-max
    WAND: the cost follows the question's words, not the forum's size).
 3. The public filter runs in SQL on the ids found, so a post that stopped being public since it
