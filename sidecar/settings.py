@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     search_profile: Path | None = None  # default: <state_dir>/search-profile.json
     # A hybrid search runs its two legs at once, each on its own pooled connection: the
     # keyword leg's Tantivy search overlaps the semantic leg's HNSW scan in PostgreSQL
-    # (docs/performance.md, "Legs at once"). false: one after the other, on one connection.
+    # (docs/performance.md, "The two legs at once"). false: one after the other, on one connection.
     parallel_legs: bool = True
     post_candidates: int = 100  # per leg, before topic aggregation (grown on demand)
     # The semantic leg's HNSW search and build (docs/performance.md, "Search at forum scale":

@@ -51,6 +51,13 @@ class EvalConfig:
                              topic_score=self.topic_score, fusion=self.fusion,
                              chain=self.chain or ChainFlags())
 
+    def settings_update(self) -> dict[str, Any]:
+        """The settings this configuration sets (``Settings.model_copy(update=...)``)."""
+        update: dict[str, Any] = {"index_kind": self.index_kind,
+                                  "keyword_question_words": self.keyword_question_words,
+                                  "keyword_max_words": self.keyword_max_words}
+        return {name: value for name, value in update.items() if value is not None}
+
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
         data = asdict(self)

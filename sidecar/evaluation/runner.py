@@ -166,12 +166,7 @@ class Runner:
 
     def service(self, config: EvalConfig) -> SearchService:
         """The product's search service with this configuration's settings."""
-        update: dict[str, Any] = {"index_kind": config.index_kind}
-        if config.keyword_question_words is not None:
-            update["keyword_question_words"] = config.keyword_question_words
-        if config.keyword_max_words is not None:
-            update["keyword_max_words"] = config.keyword_max_words
-        settings = self.res.settings.model_copy(update=update)
+        settings = self.res.settings.model_copy(update=config.settings_update())
         return SearchService(self.res.db, self.embedder, self.res.model, settings,
                              iterative_scan=self.res.search.iterative_scan,
                              keyword=self.res.search.keyword)
@@ -189,8 +184,7 @@ class Runner:
               query: EvalQuery) -> list[TopicHit]:
         # Only the deep lists are shared: the open-corpus call is timed, so it always runs.
         text = self.query_text(query)
-        key = (text, query.details, options, config.index_kind, config.keyword_question_words,
-               config.keyword_max_words)
+        key = (text, query.details, options, tuple(sorted(config.settings_update().items())))
         if key not in self._deep_lists:
             self._deep_lists[key] = service.find_topics(
                 text, self.deep_topics, options, details=query.details).topics

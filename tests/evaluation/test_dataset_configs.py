@@ -139,3 +139,11 @@ def test_query_fields_pick_the_query_and_its_details(eval_dump: Path) -> None:
     assert (titled["Q1"].text, titled["Q1"].details) == (
         "Good bank", "Which bank should I choose for my salary account?")
     assert titled["Q1"].topics == flat["Q1"].topics
+
+
+def test_a_configuration_sets_only_the_settings_it_names() -> None:
+    # The old question reading overrides both keyword settings; the others leave them as set.
+    assert BY_NAME["hybrid-operators"].settings_update() == {
+        "index_kind": "halfvec", "keyword_question_words": 0, "keyword_max_words": 0}
+    assert BY_NAME["hybrid-best"].settings_update() == {"index_kind": "halfvec"}
+    assert BY_NAME["semantic-binary"].settings_update() == {"index_kind": "binary"}
