@@ -4,13 +4,15 @@
    are run as written (the worker in the background, as `&` says), in a fresh directory, against
    a PostgreSQL with pgvector and a Redis that are not the sidecar's own (real servers reached
    by URL, like a forum's); then the API it serves answers a search.
-2. `sidecar run` (what `make run` runs) starts a worker beside the API: a signed Discourse
-   webhook delivery for a new public post makes it searchable, and stopping the server stops the
-   worker.
+2. `sidecar run` (what `make run` runs) answers the README's "A tour" (its search, retrieve and
+   sanitize calls, as written, with the answers the README shows) and starts a worker beside the
+   API: a signed Discourse webhook delivery for a new public post makes it searchable, and
+   stopping the server stops the worker.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -43,6 +45,48 @@ def readme_block() -> list[str]:
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block is not None
     return [line.split("  #")[0].strip() for line in block[1].splitlines() if line.strip()]
+
+
+def readme_tour() -> list[tuple[str, dict[str, Any], str]]:
+    """The calls of "A tour": (route, body, the JSON the README shows after it)."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## A tour")
+    section = text[start:text.index("\n## ", start + 1)]
+    calls = []
+    for shell, answer in re.findall(r"```bash\n(.*?)```\s*```json\n(.*?)```", section, re.S):
+        route = re.search(r"localhost:8340(/v1/\w+)", shell)
+        body = re.search(r"-d '(.*?)'", shell, re.S)
+        assert route is not None and body is not None, shell
+        calls.append((route[1], json.loads(body[1]), answer))
+    return calls
+
+
+def _first_int(field: str, text: str) -> int:
+    found = re.search(rf'"{field}": (\d+)', text)
+    assert found is not None, (field, text)
+    return int(found[1])
+
+
+def _tour(base: str, auth: dict[str, str]) -> None:
+    """Run the README's tour against a `sidecar run` and compare with the answers it shows."""
+    calls = readme_tour()
+    assert [route for route, _, _ in calls] == ["/v1/search", "/v1/retrieve", "/v1/sanitize"]
+    retrieval_id = None
+    for route, body, shown in calls:
+        if route == "/v1/sanitize":
+            body["retrieval_id"] = retrieval_id  # the README's id is of another run
+        resp = httpx.post(f"{base}{route}", json=body, headers=auth, timeout=60)
+        assert resp.status_code == 200, (route, resp.text)
+        got = resp.json()
+        if route == "/v1/search":
+            assert got["results"][0]["topic_id"] == _first_int("topic_id", shown), got
+        elif route == "/v1/retrieve":
+            retrieval_id = got["retrieval_id"]
+            assert got["evidence"][0]["topic_id"] == _first_int("topic_id", shown), got
+        else:
+            assert got["citations"][0]["topic_id"] == _first_int("topic_id", shown), got
+            removed = {item["value"] for item in got["removed"]}
+            assert set(re.findall(r'"value": "(.*?)"', shown)) <= removed, got
 
 
 def _clean_env(**values: str) -> dict[str, str]:
@@ -141,6 +185,7 @@ def test_sidecar_run_works_webhook_deliveries_with_its_own_worker(tmp_path: Path
     auth = {"Authorization": f"Bearer {KEY}"}
     try:
         wait_healthy(f"{base}/v1/ready", proc, timeout=600)
+        _tour(base, auth)
         worker_pid = int(re.findall(r"worker: pid (\d+)", log.read_text())[0])
         url = f"postgresql://postgres:@/postgres?host={state / 'pg'}"
         post_id = add_post(url, "SELECT 20", RAW)["id"]
