@@ -6,6 +6,11 @@ its vectors before the 202 is sent. Re-embedding, which needs the model, is queu
 decides whether a post's text really changed. A post edited, deleted or hidden also queues the
 replies whose enriched (strategy 2) text quotes it. Every event is also written to the keyword
 change log, which each node's keyword index applies (sidecar/keyword/).
+
+An event may also be a mere hint (a Discourse webhook delivery: its body is signed, its event
+name is not): then it only says where to look. The database decides what goes (only what is no
+longer public loses its vectors) and what is queued (only public posts whose vectors are missing,
+outdated or older than their last change), so a hint that changes nothing queues nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +21,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from jobs import queues
-from jobs.tasks import embed_posts, reindex_scope
-from sidecar.db.embeddings import context_dependents, delete_embeddings, delete_not_public
+from jobs.tasks import embed_posts, index_targets, reindex_scope
+from sidecar.core.strategy import STRATEGY_VERSIONS
+from sidecar.db.embeddings import (
+    Scope,
+    context_dependents,
+    delete_embeddings,
+    delete_not_public,
+    stale_candidates,
+)
+from sidecar.db.pool import DictConn
 from sidecar.db.public import public_post_ids
 from sidecar.keyword.changes import log_event
 from sidecar.resources import Resources
@@ -42,8 +55,23 @@ class EventOutcome:
     job_ids: list[str] = field(default_factory=list)
 
 
-def apply_event(res: Resources, event: str, ids: Sequence[int]) -> EventOutcome:
-    """Remove what must go now, queue what must be re-embedded, log it for the keyword index."""
+def stale_in_scope(res: Resources, conn: DictConn, scope: Scope,
+                   limit: int | None = None) -> list[int]:
+    """Public posts of ``scope`` whose vectors of some kept (model, strategy) need work."""
+    found: set[int] = set()
+    for model, strategy in index_targets(res):
+        found.update(c.post_id for c in stale_candidates(
+            conn, model, strategy, STRATEGY_VERSIONS[strategy], limit=limit,
+            min_chars=res.settings.min_post_chars, scope=scope))
+    return sorted(found)
+
+
+def apply_event(res: Resources, event: str, ids: Sequence[int], *,
+                hint: bool = False) -> EventOutcome:
+    """Remove what must go now, queue what must be re-embedded, log it for the keyword index.
+
+    ``hint``: the event only says where to look (see the module's docstring).
+    """
     ids = sorted(set(ids))
     if event not in EMBED_POSTS | REMOVE_POSTS | SCOPES.keys():
         raise ValueError(f"unknown event {event!r}")
@@ -55,19 +83,22 @@ def apply_event(res: Resources, event: str, ids: Sequence[int]) -> EventOutcome:
         log_event(conn, event, ids)
     if event in REMOVE_POSTS or event in EMBED_POSTS:
         with res.db.connection() as conn:
-            if event in REMOVE_POSTS:
+            if event in REMOVE_POSTS and not hint:
                 # The forum says so: no second opinion, the vectors go (a post wrongly removed
                 # comes back as "missing" in the next backfill; a leak would not come back).
                 outcome.removed = delete_embeddings(conn, ids)
                 embed: set[int] = set()
             else:
                 outcome.removed = delete_not_public(conn, post_ids=ids)
-                embed = set(ids)
+                embed = set() if event in REMOVE_POSTS else set(ids)
             # Replies whose enriched text quotes these posts (as parent or opening post) change
             # with them; a removed post itself is never re-embedded.
             dependents = set(context_dependents(conn, ids))
             embed |= dependents if embed else dependents - set(ids)
-            public = public_post_ids(conn, sorted(embed), settings.min_post_chars)
+            if hint:  # only what the database says needs work
+                public = stale_in_scope(res, conn, Scope(post_ids=sorted(embed))) if embed else []
+            else:
+                public = public_post_ids(conn, sorted(embed), settings.min_post_chars)
         size = settings.backfill_batch_size
         for start in range(0, len(public), size):
             chunk = public[start:start + size]
@@ -81,6 +112,8 @@ def apply_event(res: Resources, event: str, ids: Sequence[int]) -> EventOutcome:
         scope = {"topic": "topic_ids", "category": "category_ids"}[kind]
         with res.db.connection() as conn:
             outcome.removed = delete_not_public(conn, **{scope: ids})
+            if hint and not stale_in_scope(res, conn, Scope(**{scope: ids}), limit=1):
+                return outcome  # every public post in scope is up to date
         job = queues.enqueue(res.redis, settings, queues.INDEX, reindex_scope, kind, ids,
                              description=f"{event}: re-check the posts of {len(ids)} {kind}s")
         outcome.job_ids.append(job.id)

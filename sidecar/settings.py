@@ -68,6 +68,9 @@ class Settings(BaseSettings):
 
     # --- Discourse webhooks (POST /v1/discourse/webhook; off while unset) --------------------
     discourse_webhook_secret: SecretStr | None = None  # the webhook's secret, >= 12 characters
+    # The webhook's own body limit (SIDECAR_MAX_REQUEST_BYTES is the other routes'): a delivery
+    # carries a post's raw and cooked text, and a long post's is well over 256 KB.
+    discourse_webhook_max_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
 
     # --- corpus ---------------------------------------------------------------------------
     ts_config: str = "english"

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 # signs its webhook deliveries with their own secret instead).
 PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "health.metrics", "static",
                               "discourse.discourse_webhook"})
+# Routes with their own body limit (SIDECAR_DISCOURSE_WEBHOOK_MAX_BYTES).
+WEBHOOK_ENDPOINTS = frozenset({"discourse.discourse_webhook"})
 # Blueprints that protect themselves with another key (the moderator pages).
 SELF_AUTHENTICATED_PREFIXES = ("moderation.",)
 # A JSON \u0000 escape that is not itself escaped (preceded by an even number of backslashes).
@@ -80,6 +82,12 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_app(app, res)
     register_error_handlers(app)
+
+    @app.before_request
+    def _body_limit() -> None:
+        # Before anything reads a body: a webhook delivery carries a whole post (raw + cooked).
+        if request.endpoint in WEBHOOK_ENDPOINTS:
+            request.max_content_length = settings.discourse_webhook_max_bytes
 
     @app.before_request
     def _authenticate() -> None:

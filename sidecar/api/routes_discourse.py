@@ -1,13 +1,20 @@
 """POST /v1/discourse/webhook: a stock Discourse's own webhooks, instead of a plugin.
 
 A delivery is authenticated by ``X-Discourse-Event-Signature: sha256=<hex HMAC-SHA256 of the raw
-body>`` with ``SIDECAR_DISCOURSE_WEBHOOK_SECRET`` (the route answers 404 while that is unset),
-applied at most once per ``X-Discourse-Event-Id`` (a Redis key shared by every API node), and
-turned into the same index events as ``POST /v1/index/events``. The payload only says which
-post, topic or category to look at: what is public and what is embedded is read from the
-database when the event is applied, since deliveries are snapshots that may arrive late or out
-of order. Every signed delivery gets a 2xx at once (unknown events: ``ignored``), so Discourse
-neither retries nor deactivates the hook.
+body>`` with ``SIDECAR_DISCOURSE_WEBHOOK_SECRET`` (the route answers 404 while that is unset) and
+turned into the same index events as ``POST /v1/index/events``, as hints.
+
+The signature covers the body only, as Discourse signs it: the ``X-Discourse-Event`` and
+``X-Discourse-Event-Id`` headers are not signed, and anyone who saw one delivery can send its
+body again under another event name or id. So an event is only a hint of where to look (see
+:mod:`jobs.events`): a post loses its vectors only when the database says it is no longer public,
+and only posts whose vectors need work are queued. A delivery is applied at most once per digest
+of its event name and body (a Redis key shared by every API node), whatever its event id: a
+redelivery by Discourse, or a replay, is a ``duplicate``. Deliveries are snapshots that may
+arrive late or out of order; the database is read when the event is applied. Every signed
+delivery gets a 2xx at once (unknown events: ``ignored``), so Discourse neither retries nor
+deactivates the hook. Its bodies may be larger than other routes' (a long post's raw and cooked
+text): ``SIDECAR_DISCOURSE_WEBHOOK_MAX_BYTES`` is its own limit.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from sidecar.errors import BadRequest, InvalidInput, NotFound, SidecarError, Una
 bp = Blueprint("discourse", __name__)
 
 # Discourse retries a failed delivery over about 2.6 hours, and an admin may redeliver one from
-# its page later: an id is remembered for a week.
+# its page later: a delivery is remembered for a week.
 DEDUP_TTL_S = 7 * 24 * 3600
 # Discourse's post events that name the same index event here; post_destroyed removes vectors.
 POST_EVENTS = {"post_created": "post_created", "post_edited": "post_edited",
@@ -82,6 +89,13 @@ def check_signature(raw: bytes, header: str, secret: str) -> None:
         raise Unauthorized("X-Discourse-Event-Signature does not match the body")
 
 
+def delivery_key(prefix: str, name: str, raw: bytes) -> str:
+    """The Redis key of a delivery: a digest of its event name and its signed body (never of
+    the unsigned event id, which a replay can change at will)."""
+    digest = hashlib.sha256(name.encode() + b"\n" + raw).hexdigest()
+    return f"{prefix}:discourse-delivery:{digest}"
+
+
 def index_event(name: str, body: dict[str, Any]) -> tuple[str, list[int]] | None:
     """The index event and ids a Discourse event stands for, or None when it concerns no post."""
     kind = "post" if name in POST_EVENTS else name.partition("_")[0]
@@ -126,18 +140,14 @@ def discourse_webhook() -> ResponseReturnValue:
     target = index_event(name, body)
     if target is None:
         return respond(WebhookAnswer, {"status": "ignored", **answer})
-    key = None
-    if event_id is not None:
-        # One Redis key per delivery id (per forum): every API node sees it.
-        instance = request.headers.get("X-Discourse-Instance", "")
-        key = f"{res.settings.queue_prefix}:discourse-event:{instance}:{event_id}"
-        if not res.redis.set(key, "1", nx=True, ex=DEDUP_TTL_S):
-            return respond(WebhookAnswer, {"status": "duplicate", **answer})
+    # One Redis key per (event name, body): every API node sees it.
+    key = delivery_key(res.settings.queue_prefix, name, raw)
+    if not res.redis.set(key, "1", nx=True, ex=DEDUP_TTL_S):
+        return respond(WebhookAnswer, {"status": "duplicate", **answer})
     try:
-        outcome = apply_event(res, *target)
+        outcome = apply_event(res, *target, hint=True)
     except Exception:
-        if key is not None:  # not applied: Discourse's retry must not be taken for a duplicate
-            res.redis.delete(key)
+        res.redis.delete(key)  # not applied: Discourse's retry must not be taken for a duplicate
         raise
     applied = IndexEventAccepted.of(outcome).model_dump()
     return respond(WebhookAnswer, {"status": "applied", **answer, **applied}, 202)

@@ -236,6 +236,29 @@ PHASES: tuple[Phase, ...] = tuple(Phase)
 
 
 @dataclass(frozen=True, slots=True)
+class Scope:
+    """Some posts, every post of some topics, every post of some categories at any depth."""
+
+    post_ids: Sequence[int] = ()
+    topic_ids: Sequence[int] = ()
+    category_ids: Sequence[int] = ()
+
+    def params(self) -> dict[str, list[int]]:
+        """The query parameters of ``_IN_SCOPE``."""
+        return {"scope_posts": list(self.post_ids), "scope_topics": list(self.topic_ids),
+                "scope_cats": list(self.category_ids)}
+
+
+# A posts row ``p`` lies in the scope of ``Scope.params`` (ids first, so the primary key and the
+# topic index find the few posts of an event instead of a scan of the forum).
+_IN_SCOPE = sql.SQL(
+    " AND p.id IN (SELECT unnest(%(scope_posts)s::bigint[])"
+    " UNION SELECT id FROM posts WHERE topic_id = ANY(%(scope_topics)s::int[])"
+    " UNION SELECT sp.id FROM posts sp JOIN topics st ON st.id = sp.topic_id"
+    " WHERE st.category_id IN " + category_subtree("SELECT unnest(%(scope_cats)s::int[])") + ")")
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A public post that may need (re-)embedding, with why and its stored digest."""
 
@@ -253,6 +276,7 @@ def stale_candidates(
     limit: int | None = None,
     min_chars: int = 1,
     phases: Sequence[str] = PHASES,
+    scope: Scope | None = None,
 ) -> list[Candidate]:
     """Public posts that may need (re-)embedding, phase by phase, newest topics first.
 
@@ -262,7 +286,8 @@ def stale_candidates(
     ``sidecar_embedding_checks``. Drift candidates may well be unchanged: the digest decides, and
     a post found unchanged is marked checked so it is not selected again. Within a phase, topics
     come by ``bumped_at`` descending (discourse-ai #452: what members read now comes first) and
-    posts in topic order.
+    posts in topic order. ``scope`` narrows the look to some posts, topics or categories (their
+    subcategories included): what a webhook event names.
     """
     unknown = set(phases) - set(PHASES)
     if unknown:
@@ -299,17 +324,19 @@ def stale_candidates(
                 LEFT JOIN sidecar_embedding_checks k
                        ON k.post_id = p.id AND k.model_id = %(mid)s AND k.strategy_id = %(sid)s
                 {context}
-                WHERE {public} AND length(p.raw) >= %(min_chars)s
+                WHERE {public} AND length(p.raw) >= %(min_chars)s {scoped}
             ) c
             WHERE phase = ANY(%(phases)s)
             ORDER BY phase, bumped_at DESC, topic_id DESC, post_number
             LIMIT %(limit)s
             """
         ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
-                 context=context_joins, times=context_times),
+                 context=context_joins, times=context_times,
+                 scoped=sql.SQL("") if scope is None else _IN_SCOPE),
         {"mid": model.id, "sid": strategy_id, "mv": model.version, "sv": strategy_version,
          "min_chars": min_chars, "limit": limit,
-         "phases": [PHASES.index(p) + 1 for p in phases]},
+         "phases": [PHASES.index(p) + 1 for p in phases],
+         **(scope or Scope()).params()},
     ).fetchall()
     return [Candidate(int(r["post_id"]), PHASES[r["phase"] - 1], r["digest"]) for r in rows]
 

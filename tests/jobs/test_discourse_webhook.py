@@ -1,4 +1,5 @@
-"""POST /v1/discourse/webhook: signed Discourse deliveries become index events, applied once.
+"""POST /v1/discourse/webhook: signed Discourse deliveries become index events (hints), applied
+once per event name and body.
 
 Deliveries are built as Discourse builds them (headers of `emit_web_hook_event.rb`, the body
 `{"post": {...}}`, `sha256=` + HMAC-SHA256 of the raw body); the jobs are worked by a real RQ
@@ -16,6 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from pydantic import SecretStr
 
@@ -129,7 +131,7 @@ def test_signatures_are_checked(api: Any, forum: Resources) -> None:
     assert tampered.status_code == 401
 
 
-def test_a_redelivered_event_id_is_applied_once_across_api_nodes(
+def test_a_delivery_is_applied_once_across_api_nodes_whatever_its_event_id(
     forum: Resources, api: Any
 ) -> None:
     from sidecar.api import create_app
@@ -142,8 +144,85 @@ def test_a_redelivered_event_id_is_applied_once_across_api_nodes(
     assert again.status_code == 200 and again.json["status"] == "duplicate"
     index = queues.queue(forum.redis, forum.settings, "index")
     assert index.count == 1
-    # Another delivery (another id) is applied.
-    assert deliver(api, "post_edited", post_payload(post), event_id=4243).status_code == 202
+    # The event id is not signed: the same body under another id is the same delivery.
+    renumbered = deliver(api, "post_edited", post_payload(post), event_id=4243)
+    assert renumbered.status_code == 200 and renumbered.json["status"] == "duplicate"
+    # Another body (the post edited again) is another delivery.
+    edited = deliver(api, "post_edited", post_payload({**post, "raw": post["raw"] + " Edit."}),
+                     event_id=4244)
+    assert edited.status_code == 202 and edited.json["status"] == "applied"
+
+
+def semantic_top(api: Any, forum: Resources, post_id: int) -> int | None:
+    """The first post of a semantic search for exactly the text embedded for ``post_id`` (the
+    DummyEmbedder gives a query equal to a passage that passage's vector)."""
+    from sidecar.indexing import Indexer
+
+    [text] = Indexer(forum.db, forum.embedder, forum.model).prepare([post_id]).texts
+    resp = api.post("/v1/search", json={"query": text[:1500], "limit": 1, "mode": "semantic"},
+                    headers=AUTH)
+    assert resp.status_code == 200, resp.json
+    return next((r["post"]["id"] for r in resp.json["results"]), None)
+
+
+def test_a_replayed_body_under_another_event_name_or_id_changes_nothing(
+    api: Any, forum: Resources
+) -> None:
+    """Fault: someone who saw one signed delivery sends its body again, under every post event
+    name and new event ids. The post stays searchable and nothing new is queued."""
+    url = forum.urls.database_url
+    post = add_post(url, PUBLIC_TOPIC, ANSWER)
+    with psycopg.connect(url) as conn:
+        # A forum last changed an hour ago (the demo was loaded just now: a change less than
+        # indexing.CHECK_MARGIN before a check still counts as newer than it, on purpose).
+        for table in ("categories", "topics", "posts"):
+            conn.execute(f"UPDATE {table} SET updated_at = updated_at - interval '1 hour'")
+    body = post_payload(post)
+    created = deliver(api, "post_created", body, event_id=500)
+    assert created.status_code == 202 and created.json["queued_posts"] == 1
+    work(forum)
+    assert semantic_top(api, forum, post["id"]) == post["id"]
+    vectors = vector_rows(url, forum.model.id)
+    index = queues.queue(forum.redis, forum.settings, "index")
+    queued = (index.count, index.finished_job_registry.count, index.failed_job_registry.count)
+    replays = [("post_destroyed", 501), ("post_destroyed", 502), ("post_created", 503),
+               ("post_edited", 504), ("post_recovered", 505), ("post_destroyed", 506)]
+    for name, event_id in replays:
+        resp = deliver(api, name, body, event_id=event_id)
+        assert resp.status_code in (200, 202), (name, resp.json)
+        assert not resp.json.get("vectors_removed") and not resp.json.get("job_ids"), resp.json
+        assert not resp.json.get("queued_posts"), (name, resp.json)
+    work(forum)
+    assert (index.count, index.finished_job_registry.count,
+            index.failed_job_registry.count) == queued
+    assert vector_rows(url, forum.model.id) == vectors
+    assert semantic_top(api, forum, post["id"]) == post["id"]
+    # A topic or category body replayed under other names re-indexes nothing either (once the
+    # first delivery was worked).
+    for kind, ident, names in (("topic", 20, ("topic_edited", "topic_recovered",
+                                              "topic_visible_status_updated")),
+                               ("category", 1, ("category_updated", "category_created"))):
+        first = deliver(api, names[0], {kind: {"id": ident}})
+        assert first.status_code == 202 and first.json["job_ids"], first.json
+        work(forum)
+        for name in names[1:]:
+            resp = deliver(api, name, {kind: {"id": ident}})
+            assert resp.status_code == 202 and resp.json["job_ids"] == [], (name, resp.json)
+            assert resp.json["vectors_removed"] == 0
+    assert index.count == 0
+
+
+def test_a_post_goes_only_when_the_database_says_so(api: Any, forum: Resources) -> None:
+    url = forum.urls.database_url
+    post = add_post(url, PUBLIC_TOPIC, ANSWER)
+    assert deliver(api, "post_created", post_payload(post)).status_code == 202
+    work(forum)
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE posts SET deleted_at = now() AT TIME ZONE 'utc' WHERE id = %s",
+                     (post["id"],))
+    gone = deliver(api, "post_destroyed", post_payload(post))
+    assert gone.status_code == 202 and gone.json["vectors_removed"] == 1
+    assert post["id"] not in {pid for pid, _ in vector_rows(url, forum.model.id)}
 
 
 def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
@@ -153,7 +232,7 @@ def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
 
     post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
 
-    def down(*args: Any) -> Any:
+    def down(*args: Any, **kwargs: Any) -> Any:
         raise ServiceUnavailable("the database is not reachable right now")
 
     monkeypatch.setattr(routes_discourse, "apply_event", down)
@@ -169,6 +248,8 @@ def test_events_map_to_the_index_events(api: Any, forum: Resources) -> None:
 
     gone = min(public_post_ids(forum.urls.database_url))
     assert Indexer(forum.db, forum.embedder, forum.model).embed_posts([gone]).embedded == 1
+    with psycopg.connect(forum.urls.database_url) as conn:  # what the database says counts
+        conn.execute("UPDATE posts SET hidden = true WHERE id = %s", (gone,))
     destroyed = deliver(api, "post_destroyed", {"post": {"id": gone}})
     assert destroyed.json["event"] == "post_deleted" and destroyed.json["vectors_removed"] == 1
     for name, kind, event in (("topic_edited", "topic", "topic_changed"),
@@ -220,3 +301,22 @@ def test_a_short_secret_is_refused() -> None:
 
     with pytest.raises(ValidationError, match="at least 12 characters"):
         Settings(discourse_webhook_secret=SecretStr("short"))
+
+
+def test_the_webhook_has_its_own_body_limit(api: Any, forum: Resources) -> None:
+    from sidecar.api import create_app
+
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    payload = post_payload(post)
+    payload["post"]["cooked"] = "<p>" + "A long post. " * 40_000 + "</p>"  # ~520 KB
+    assert forum.settings.max_request_bytes < 600_000 < forum.settings.discourse_webhook_max_bytes
+    resp = deliver(api, "post_edited", payload)
+    assert resp.status_code == 202, resp.json
+    # The other routes keep SIDECAR_MAX_REQUEST_BYTES.
+    search = api.post("/v1/search", json={"query": "x", "padding": "y" * 600_000}, headers=AUTH)
+    assert search.status_code == 413
+    # Over the webhook's own limit: a JSON 413.
+    tight = forum.settings.model_copy(update={"discourse_webhook_max_bytes": 256 * 1024})
+    small = create_app(tight, dataclasses.replace(forum, settings=tight)).test_client()
+    over = deliver(small, "post_edited", payload)
+    assert over.status_code == 413 and over.json["error"]["code"] == "request_entity_too_large"
