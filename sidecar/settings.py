@@ -176,6 +176,9 @@ class Settings(BaseSettings):
     model_host_max_inputs: int = 512  # per request
     model_host_max_input_chars: int = 100_000
     model_host_api_key: SecretStr | None = None  # required from clients when set
+    # `sidecar model-host` refuses to listen beyond loopback without a key unless this is set
+    # (a firewall or a private network guards the port instead).
+    model_host_allow_open: bool = False
 
     # --- answer pipeline ------------------------------------------------------------------
     condense_max_turns: int = 3  # previous turns sent with the latest message

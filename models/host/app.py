@@ -36,6 +36,7 @@ from models.host.handling import (
 from models.host.metrics import HostMetrics
 from models.host.openai_routes import register_openai_routes
 from models.host.schemas import EmbedRequest, RerankRequest, TokenizeRequest
+from models.host.tokens import CharBudget, body_limit, check_size, tokens_json
 from models.protocols import Embedder, Reranker
 from models.web.auth import request_bearer, token_matches
 
@@ -51,6 +52,7 @@ class HostState:
     metrics: HostMetrics
     embed: EmbedEngine | None
     rerank: RerankEngine | None
+    tokenize_budget: CharBudget
 
     def require_embed(self) -> EmbedEngine:
         if self.embed is None:
@@ -98,6 +100,7 @@ def create_host_app(
         config=config, metrics=metrics,
         embed=EmbedEngine(embedder, config, metrics) if embedder is not None else None,
         rerank=RerankEngine(reranker, config, metrics) if reranker is not None else None,
+        tokenize_budget=CharBudget(config.tokenize_slots * config.max_input_chars),
     )  # fmt: skip
     app = Flask("model_host")
     app.config["MAX_CONTENT_LENGTH"] = config.max_request_bytes
@@ -167,15 +170,15 @@ def create_host_app(
         tokenizer = engine.tokenizer if engine is not None else None
         if engine is None or tokenizer is None:
             raise HostError(424, "backend", "this host has no embedding model with a tokenizer")
+        # Limits like the other routes' (models/host/tokens.py): body, characters, budget.
+        request.max_content_length = body_limit(config)
         req = TokenizeRequest.model_validate_json(request.get_data())
         prefix = engine.prompts[prompt_kind(req.prompt_name, engine)] if req.prompt_name else ""
         texts = [cap_chars(t, f"inputs[{i}]", config, False)
                  for i, t in enumerate(texts_of(req.inputs, config))]  # fmt: skip
-        return json_response([
-            [{"id": t.id, "text": t.text, "special": t.special, "start": t.start, "stop": t.stop}
-             for t in tokenizer.describe(prefix + text, req.add_special_tokens)]
-            for text in texts
-        ])
+        with state.tokenize_budget.hold(check_size(texts, prefix, config)):
+            body = tokens_json(tokenizer, texts, prefix, req.add_special_tokens)
+        return Response(body, mimetype="application/json")
 
     @app.get("/info")
     def info() -> Response:

@@ -25,6 +25,10 @@ class HostConfig:
     max_queue: int = 8192
     """Items waiting for the model before requests are refused with 429."""
     max_request_bytes: int = 16 * 1024 * 1024
+    tokenize_slots: int = 4
+    """``/tokenize`` requests of ``max_input_chars`` characters that may run at once; the
+    characters being tokenized are capped at this many times ``max_input_chars`` (429 over it),
+    as the batcher's queue caps the other routes."""
     request_timeout_s: float = 120.0
     """How long a request waits for its results before answering 503."""
     api_key: str | None = None
@@ -32,7 +36,7 @@ class HostConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_inputs", "max_input_chars", "max_queue",
-                     "max_request_bytes"):  # fmt: skip
+                     "max_request_bytes", "tokenize_slots"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_wait_ms < 0 or self.request_timeout_s <= 0:

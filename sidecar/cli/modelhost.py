@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from collections.abc import Callable
@@ -58,6 +59,30 @@ def model_dirs(settings: Settings, task: Task) -> dict[str, Path]:
             if not (path / name).is_file():
                 raise ConfigurationError(f"cannot load model at {path / name}: file not found")
     return dirs
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine reaches: 127.0.0.0/8, ::1, localhost, or a unix
+    socket (``unix:/path``, guarded by its file's permissions)."""
+    name = host.strip().strip("[]").lower()
+    if name.startswith("unix:") or name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything
+
+
+def check_bind(settings: Settings, host: str) -> None:
+    """Refuse to serve the models beyond this machine without a key, unless the operator
+    said so (``SIDECAR_MODEL_HOST_ALLOW_OPEN``: a firewall or a private network guards them)."""
+    if is_loopback(host) or settings.model_host_api_key is not None \
+            or settings.model_host_allow_open:
+        return
+    raise ConfigurationError(
+        f"the model host would listen on {host} without a key, for anyone who reaches the "
+        "port: set SIDECAR_MODEL_HOST_API_KEY (the sidecar sends it as SIDECAR_EMBED_API_KEY), "
+        "listen on 127.0.0.1, or set SIDECAR_MODEL_HOST_ALLOW_OPEN=true if a firewall guards it")
 
 
 def load_models(settings: Settings, dirs: dict[str, Path]) -> tuple[Any, Any]:
@@ -118,6 +143,8 @@ def model_host(settings: Settings, task: Task, host: str | None, port: int | Non
                workers: int, threads: int, access_log: bool, check: bool) -> None:
     """Serve the embedder and cross-encoder over TEI's and OpenAI's APIs (/embed, /rerank,
     /v1/embeddings, /info, /health...)."""
+    if not check:
+        check_bind(settings, host or settings.model_host_host)
     if task in ("all", "embed"):
         from sidecar.model_setup import prepare_before_fork
 

@@ -103,6 +103,28 @@ def test_model_host_refuses_missing_or_wrong_models(
     assert result.exit_code == 2 and "no cross-encoder configured" in result.stderr
 
 
+def test_model_host_refuses_to_listen_beyond_loopback_without_a_key(tmp_path: Path) -> None:
+    from pydantic import SecretStr
+
+    from sidecar.cli.modelhost import check_bind
+    from sidecar.errors import ConfigurationError
+    from sidecar.settings import Settings
+
+    for args, extra in ((["--host", "0.0.0.0"], {}), (["--host", "::"], {}),
+                        ([], {"SIDECAR_MODEL_HOST_HOST": "192.0.2.10"})):
+        result = CliRunner().invoke(main, ["model-host", *args], env=_env(tmp_path, **extra))
+        assert result.exit_code == 2, result.output
+        assert "without a key" in result.stderr and "SIDECAR_MODEL_HOST_API_KEY" in result.stderr
+    plain = Settings()
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "unix:/run/host.sock"):
+        check_bind(plain, host)  # this machine only
+    for host in ("0.0.0.0", "::", "10.0.0.5", "models.internal"):
+        with pytest.raises(ConfigurationError, match="SIDECAR_MODEL_HOST_ALLOW_OPEN"):
+            check_bind(plain, host)
+    check_bind(Settings(model_host_api_key=SecretStr("k" * 8 + "-host-key-0123")), "0.0.0.0")
+    check_bind(Settings(model_host_allow_open=True), "0.0.0.0")  # the operator said so
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
