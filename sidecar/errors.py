@@ -68,6 +68,13 @@ class Conflict(SidecarError):
     code = "conflict"
 
 
+class TooManyRequests(SidecarError):
+    """Too many wrong keys from this client lately (:mod:`sidecar.throttle`)."""
+
+    status = 429
+    code = "too_many_requests"
+
+
 class ServiceUnavailable(SidecarError):
     """A dependency (database, model, queue) is not reachable right now."""
 

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
 # Seconds a worker has to finish its requests after SIGTERM before it is killed.
 GRACEFUL_TIMEOUT = 30
-# Behind a reverse proxy on the same machine (nginx, Caddy): trust its X-Forwarded-* headers.
+# Behind a reverse proxy on the same machine (nginx, Caddy): trust its X-Forwarded-Proto (and
+# friends) for the scheme, but only when SIDECAR_PROXY_HOPS says there are proxies to trust:
+# with 0, a client next to the sidecar could otherwise claim https.
 FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
 
 
@@ -37,7 +39,7 @@ def common_options(settings: Settings) -> dict[str, Any]:
         # pools must not cross it.
         "preload_app": False,
         "graceful_timeout": GRACEFUL_TIMEOUT,
-        "forwarded_allow_ips": FORWARDED_ALLOW_IPS,
+        "forwarded_allow_ips": FORWARDED_ALLOW_IPS if settings.proxy_hops else "",
         "errorlog": "-",
         "loglevel": settings.log_level.lower(),
         # gunicorn >= 25 opens a control socket at one fixed path per user: the API and the

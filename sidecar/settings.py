@@ -22,6 +22,11 @@ from sidecar.pgconf import check_memory
 # server say whether it knows the configuration.
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 _CHAIN = ChainFlags()  # the rerank chain's defaults (every stage off)
+# The shortest key the sidecar accepts (SIDECAR_API_KEY, SIDECAR_MODERATOR_KEY,
+# SIDECAR_MODEL_HOST_API_KEY): a right key is never refused by the failure throttles
+# (sidecar/throttle.py), so the key itself must resist guessing. 16 random characters are ~95
+# bits; `openssl rand -hex 32` (64 characters) is what the deploy files suggest.
+MIN_KEY_CHARS = 16
 
 
 class Settings(BaseSettings):
@@ -227,6 +232,22 @@ class Settings(BaseSettings):
             raise ValueError("the Discourse webhook secret needs at least 12 characters "
                              "(Discourse's own minimum)")
         return value
+
+    @field_validator("api_key", "moderator_key", "model_host_api_key")
+    @classmethod
+    def _check_key_length(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().strip()) < MIN_KEY_CHARS:
+            raise ValueError(f"a key needs at least {MIN_KEY_CHARS} characters (a long random "
+                             "string: `openssl rand -hex 32`)")
+        return value
+
+    @model_validator(mode="after")
+    def _check_distinct_keys(self) -> Settings:
+        if (self.api_key is not None and self.moderator_key is not None
+                and self.api_key.get_secret_value() == self.moderator_key.get_secret_value()):
+            raise ValueError("SIDECAR_MODERATOR_KEY must differ from SIDECAR_API_KEY (the API "
+                             "key's holder would otherwise see and label every retrieval)")
+        return self
 
     @model_validator(mode="after")
     def _check_chain(self) -> Settings:

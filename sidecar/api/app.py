@@ -8,6 +8,7 @@ import re
 from flask import Flask, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from models.web.auth import request_bearer
 from sidecar.api import (
     routes_admin,
     routes_discourse,
@@ -21,9 +22,10 @@ from sidecar.api import (
 from sidecar.api.auth import check_bearer
 from sidecar.api.context import init_app
 from sidecar.api.errors import register_error_handlers
-from sidecar.errors import BadRequest, ConfigurationError
+from sidecar.errors import BadRequest, ConfigurationError, TooManyRequests, Unauthorized
 from sidecar.resources import Resources, start_resources
 from sidecar.settings import Settings, load_settings
+from sidecar.throttle import FailureThrottle
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,7 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_app(app, res)
     register_error_handlers(app)
+    throttle = FailureThrottle(res.redis, settings.queue_prefix, "api")
 
     @app.before_request
     def _body_limit() -> None:
@@ -95,7 +98,14 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
         if endpoint in PUBLIC_ENDPOINTS or endpoint.startswith(SELF_AUTHENTICATED_PREFIXES):
             return
         # Unknown URLs are authenticated too, so probing reveals nothing without the key.
-        check_bearer(api_key)
+        try:
+            check_bearer(api_key)
+        except Unauthorized:
+            # A wrong key is counted (no key at all is not a guess); the right one never is.
+            if request_bearer() is not None and throttle.failed(request.remote_addr):
+                raise TooManyRequests("too many requests with a wrong API key from this "
+                                      "client; wait a while") from None
+            raise
 
     app.before_request(reject_nul_characters)
 

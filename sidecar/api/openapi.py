@@ -188,7 +188,10 @@ def build_spec(app: Flask, title: str, version: str) -> dict[str, Any]:
             spec["parameters"] = parameters
         ok = {"description": "OK", "content": body(doc.response, doc.content_type)}
         responses = {str(status): ok for status in (doc.status, *doc.also)}
-        responses.update({str(status): error for status in doc.errors})
+        errors = doc.errors
+        if doc.auth == "bearer" and 401 in errors:
+            errors = (*errors, 429)  # too many wrong keys from this client (sidecar.throttle)
+        responses.update({str(status): error for status in errors})
         spec["responses"] = dict(sorted(responses.items()))
         paths.setdefault(op.path, {})[op.method] = spec
     return {

@@ -71,11 +71,11 @@ def _api_authenticate() -> None:
     auth = _auth()
     if not auth.enabled:
         raise ServiceUnavailable(DISABLED)
-    if auth.blocked(_client()):
-        raise TooManyRequests("too many failed attempts with a wrong moderator key; wait a while")
     token = request_bearer()
-    if token is None or not auth.check_key(token):
-        auth.failed(_client())
+    if token is None or not auth.check_key(token):  # the right key is never throttled
+        if auth.failed(_client()):
+            raise TooManyRequests("too many failed attempts with a wrong moderator key; "
+                                  "wait a while")
         raise Unauthorized("send Authorization: Bearer <SIDECAR_MODERATOR_KEY>")
 
 
@@ -180,7 +180,8 @@ def _safe_next(target: str | None) -> str:
 
 
 def _https() -> bool:
-    return request.is_secure or request.headers.get("X-Forwarded-Proto", "") == "https"
+    # X-Forwarded-Proto counts only through the SIDECAR_PROXY_HOPS trusted proxies (ProxyFix).
+    return request.is_secure
 
 
 @pages.get("/login")
@@ -194,11 +195,10 @@ def login_post() -> ResponseReturnValue:
     """Check the key; on success set the session cookie and go where the moderator was going."""
     auth = _auth()
     target = _safe_next(request.form.get("next"))
-    if auth.blocked(_client()):
-        return _page("moderation_login.html", 429, next=target,
-                     error="too many failed attempts; wait a few minutes")
-    if not auth.check_key(request.form.get("key", "")):
-        auth.failed(_client())
+    if not auth.check_key(request.form.get("key", "")):  # the right key is never throttled
+        if auth.failed(_client()):
+            return _page("moderation_login.html", 429, next=target,
+                         error="too many failed attempts; wait a few minutes")
         return _page("moderation_login.html", 401, next=target, error="wrong moderator key")
     cookie, _session = auth.issue(request.form.get("name", ""))
     response = redirect(target, 303)

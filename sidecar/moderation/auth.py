@@ -6,13 +6,12 @@ its id, signed with a key derived from the moderator key. Logging out deletes th
 copied cookie dies with it; a new moderator key ends every session (the signature and the
 fingerprint no longer match).
 
-Wrong keys are counted in Redis per client address (``MAX_FAILURES`` in ``FAILURE_WINDOW_S``,
-then that address gets 429) and for all addresses together (past ``GLOBAL_MAX_FAILURES``, an
-address that already failed is refused at once, so a guesser spreading attempts over many
-addresses gets one try per address, while a moderator who typed the key right is never held up).
-The client address is the one ``SIDECAR_PROXY_HOPS`` trusted proxies report (``sidecar.api.app``).
-Without Redis nothing can be counted or looked up: logins and sessions are refused (503), never
-left unlimited.
+The key is checked before anything is counted: the right key always gets in. Wrong keys are
+counted in Redis per client (an IPv6 client is its /64) and for all clients together
+(:mod:`sidecar.throttle`): past the limits a wrong key is answered 429 instead of 401. The
+client address is the one ``SIDECAR_PROXY_HOPS`` trusted proxies report (``sidecar.api.app``).
+Without Redis nothing can be counted or looked up: logins, sessions and wrong keys are answered
+503, never left uncounted.
 """
 
 from __future__ import annotations
@@ -32,18 +31,17 @@ from pydantic import SecretStr
 
 from models.web.auth import token_matches
 from sidecar.errors import ServiceUnavailable
+from sidecar.throttle import GLOBAL_MAX_FAILURES, MAX_FAILURES, FailureThrottle
 
 log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "sidecar_moderator"
 SESSION_MAX_AGE_S = 12 * 3600
-MAX_FAILURES = 10  # per client address ...
-FAILURE_WINDOW_S = 15 * 60  # ... in this window
-GLOBAL_MAX_FAILURES = 100  # all addresses together, in the same window
 REDIS_DOWN = ("moderator sign-in is unavailable right now: its sessions and rate limit live in "
               "Redis, which cannot be reached")
 
 T = TypeVar("T")
+__all__ = ["GLOBAL_MAX_FAILURES", "MAX_FAILURES", "SESSION_COOKIE", "ModeratorAuth", "Session"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +60,7 @@ class ModeratorAuth:
         self._key = key.get_secret_value().encode() if key is not None else None
         self._redis = redis_client
         self._prefix = f"{prefix}:moderation"
+        self._throttle = FailureThrottle(redis_client, prefix, "moderator")
         self._signer = None
         self._fingerprint = ""
         if self._key:
@@ -128,31 +127,9 @@ class ModeratorAuth:
         return bool(token) and hmac.compare_digest(session.csrf.encode(), (token or "").encode())
 
     # -- failed attempts -------------------------------------------------------------------------
-    def _failure_key(self, client: str) -> str:
-        return f"{self._prefix}:failures:{client}"
+    def failed(self, client: str) -> bool:
+        """Count one wrong key from ``client``; True when it is over a limit (answer 429).
 
-    def blocked(self, client: str) -> bool:
-        """Too many wrong keys from this client, or from everyone while this one failed too."""
-        def counts() -> list[bytes | None]:
-            pipe = self._redis.pipeline()
-            pipe.get(self._failure_key(client))
-            pipe.get(f"{self._prefix}:failures-all")
-            return list(pipe.execute())
-
-        mine, everyone = (int(v or 0) for v in self._redis_call(counts))
-        return mine >= MAX_FAILURES or (mine > 0 and everyone >= GLOBAL_MAX_FAILURES)
-
-    def failed(self, client: str) -> None:
-        """Count one wrong key, for this client and for all."""
-        log.warning("wrong moderator key from %s", client)
-
-        def count() -> None:
-            # Each window starts at its first failure (SET NX EX, not EXPIRE NX: Redis 6.2 has
-            # no EXPIRE options); later failures only count.
-            pipe = self._redis.pipeline()
-            for key in (self._failure_key(client), f"{self._prefix}:failures-all"):
-                pipe.set(key, 0, ex=FAILURE_WINDOW_S, nx=True)
-                pipe.incr(key)
-            pipe.execute()
-
-        self._redis_call(count)
+        Raises ServiceUnavailable when Redis cannot count it.
+        """
+        return self._throttle.failed(client, self._redis_call)

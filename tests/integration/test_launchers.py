@@ -74,7 +74,8 @@ def test_the_deploy_file_is_sidecar_serve(tmp_path: Path, db_url: str, redis_url
     assert deployed == serving
     assert (serving["workers"], serving["threads"], serving["bind"]) == (3, 5, ["127.0.0.1:18340"])
     assert serving["graceful_timeout"] == 30
-    assert serving["forwarded_allow_ips"] == ["127.0.0.1", "::1"]
+    # No SIDECAR_PROXY_HOPS: no proxy's X-Forwarded-Proto is believed, not even gunicorn's.
+    assert serving["forwarded_allow_ips"] == []
 
 
 def test_sidecar_run_serves_with_the_api_options(tmp_path: Path, db_url: str, redis_url: str,

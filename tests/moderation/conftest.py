@@ -47,8 +47,9 @@ def _forget_failed_logins(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if "mod_state" in request.fixturenames:
         res = request.getfixturevalue("mod_state")
-        for key in res.redis.scan_iter(f"{res.settings.queue_prefix}:moderation:*"):
-            res.redis.delete(key)
+        for pattern in ("moderation:*", "throttle:*"):
+            for key in res.redis.scan_iter(f"{res.settings.queue_prefix}:{pattern}"):
+                res.redis.delete(key)
 
 
 @pytest.fixture
