@@ -12,7 +12,13 @@ from psycopg import sql
 from sidecar.core.strategy import PostSource
 from sidecar.core.text import html_to_text
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, RESTRICTED_CATEGORIES, post_is_public
+from sidecar.db.public import (
+    PUBLIC_JOINS,
+    PUBLIC_TAG,
+    PUBLIC_WHERE,
+    RESTRICTED_CATEGORIES,
+    post_is_public,
+)
 from sidecar.db.rows import fetch_one
 
 
@@ -34,14 +40,16 @@ def post_sources(conn: DictConn, post_ids: Sequence[int]) -> list[PostSource]:
 
     The opening post and the post replied to are included (as plain text) when they are public
     themselves, for the enriched strategy: same topic as ``p``, so the post-level part of the
-    public rule is all they need.
+    public rule is all they need. Only the tags anyone may see are included (``PUBLIC_TAG``: a
+    staff-only tag's name is never embedded).
     """
     rows = conn.execute(
         sql.SQL(
             """
             SELECT p.id, p.topic_id, p.post_number, p.cooked, t.title, c.name AS category,
                    coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM topic_tags tt
-                             JOIN tags g ON g.id = tt.tag_id WHERE tt.topic_id = t.id),
+                             JOIN tags g ON g.id = tt.tag_id
+                             WHERE tt.topic_id = t.id AND {public_tag}),
                             '{{}}') AS tags,
                    op.cooked AS opening_cooked, par.cooked AS parent_cooked
             FROM posts p {joins}
@@ -53,7 +61,7 @@ def post_sources(conn: DictConn, post_ids: Sequence[int]) -> list[PostSource]:
             ORDER BY p.id
             """
         ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
-                 op_public=sql.SQL(post_is_public("op")),
+                 public_tag=sql.SQL(PUBLIC_TAG), op_public=sql.SQL(post_is_public("op")),
                  par_public=sql.SQL(post_is_public("par"))),
         (list(post_ids),),
     ).fetchall()

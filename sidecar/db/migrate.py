@@ -33,6 +33,8 @@ REQUIRED_FORUM_COLUMNS: dict[str, tuple[str, ...]] = {
     "categories": ("id", "name", "slug", "read_restricted", "parent_category_id"),
     "tags": ("id", "name"),
     "topic_tags": ("topic_id", "tag_id"),
+    "tag_group_memberships": ("tag_id", "tag_group_id"),
+    "tag_group_permissions": ("tag_group_id", "group_id"),
     "post_search_data": ("post_id", "search_data"),
 }
 

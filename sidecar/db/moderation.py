@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Protocol
+from typing import Any, LiteralString, Protocol
 
 from psycopg import sql
 
@@ -22,10 +22,18 @@ from sidecar.db.rows import fetch_all, fetch_one
 # The zones a moderator reviews: the answers held back or hedged.
 REVIEW_ZONES = (Zone.ABSTAIN, Zone.CAUTIOUS)
 
+# The first evidence post's title, only while that post is public (it may have become private
+# since the retrieval was stored).
+_TOP_TITLE: LiteralString = (
+    "CASE WHEN EXISTS (SELECT 1 FROM posts p" + PUBLIC_JOINS
+    + " WHERE p.id = CASE WHEN r.evidence -> 0 ->> 'post_id' ~ '^[0-9]{1,12}$'"
+    " THEN (r.evidence -> 0 ->> 'post_id')::bigint END AND " + PUBLIC_WHERE
+    + ") THEN r.evidence -> 0 ->> 'title' END"
+)
 _ITEM = sql.SQL("""
     r.id, r.created_at, r.zone, r.query, r.query_source, r.gate_reason, r.scorer, r.top_score,
     r.locale, jsonb_array_length(r.evidence) AS evidence_count,
-    r.evidence -> 0 ->> 'title' AS top_title,
+    """ + _TOP_TITLE + """ AS top_title,
     l.label, l.right_topic_id, l.note, l.moderator, l.labelled_at
 """)
 _FROM = sql.SQL(

@@ -66,6 +66,16 @@ PUBLIC_WHERE: LiteralString = (
 )
 
 
+# A tags row ``g`` that anyone may see (Discourse's DiscourseTagging.hidden_tags_query, for an
+# anonymous reader): in no tag group, or in at least one group that the "everyone" group
+# (group_id 0) may see. A tag only in groups restricted to other groups (staff, say) is hidden.
+PUBLIC_TAG: LiteralString = (
+    "(NOT EXISTS (SELECT 1 FROM tag_group_memberships m WHERE m.tag_id = g.id)"
+    " OR EXISTS (SELECT 1 FROM tag_group_memberships m JOIN tag_group_permissions gp"
+    " ON gp.tag_group_id = m.tag_group_id AND gp.group_id = 0 WHERE m.tag_id = g.id))"
+)
+
+
 def public_post_ids(conn: DictConn, post_ids: Sequence[int], min_chars: int = 1) -> list[int]:
     """The public posts among ``post_ids`` (at least ``min_chars`` long), in id order."""
     rows = conn.execute(

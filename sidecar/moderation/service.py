@@ -12,6 +12,7 @@ from sidecar.core.zones import ScorerKind, Thresholds
 from sidecar.db import Database
 from sidecar.db import moderation as repo
 from sidecar.db.moderation import ReviewCounts, ReviewItem
+from sidecar.db.public import public_post_ids
 from sidecar.errors import InvalidInput, NotFound
 from sidecar.moderation.models import LabelRequest, ReviewFilters
 from sidecar.settings import Settings
@@ -42,6 +43,36 @@ def item_json(row: ReviewItem) -> dict[str, Any]:
         "evidence_count": row.evidence_count, "top_title": row.top_title,
         "label": _label_of(row),
     }
+
+
+def _post_id(entry: object) -> int | None:
+    value = entry.get("post_id") if isinstance(entry, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def evidence_post_ids(evidence: list[Any]) -> list[int]:
+    """The posts stored evidence shows: each entry's and its neighbours'."""
+    ids = {_post_id(e) for e in evidence}
+    ids |= {_post_id(nb) for e in evidence if isinstance(e, dict)
+            for nb in (e.get("neighbours") or []) if isinstance(e.get("neighbours"), list)}
+    return sorted(i for i in ids if i is not None)
+
+
+def shown_evidence(evidence: list[Any], public: set[int]) -> list[dict[str, Any]]:
+    """Stored evidence as it may be shown now: a post that is no longer public keeps only its
+    number and score (``withheld``), a neighbour that is no longer public is left out."""
+    shown = []
+    for entry in evidence:
+        if not isinstance(entry, dict):
+            continue
+        if _post_id(entry) not in public:
+            shown.append({"n": entry.get("n"), "score": entry.get("score"), "withheld": True})
+            continue
+        neighbours = entry.get("neighbours")
+        if isinstance(neighbours, list):
+            entry = {**entry, "neighbours": [nb for nb in neighbours if _post_id(nb) in public]}
+        shown.append(entry)
+    return shown
 
 
 @dataclass
@@ -93,9 +124,13 @@ class ModerationService:
             ids = sorted({int(c["topic_id"]) for c in candidates
                           if isinstance(c, dict) and str(c.get("topic_id", "")).isdigit()})
             titles = repo.public_topic_titles(conn, ids)
+            evidence = row.evidence if isinstance(row.evidence, list) else []
+            # Re-checked at display: a post may have become private since it was evidence.
+            public = set(public_post_ids(conn, evidence_post_ids(evidence)))
         data = item_json(row)
         data.update(
-            conversation=row.conversation, scores=row.scores, evidence=row.evidence,
+            conversation=row.conversation, scores=row.scores,
+            evidence=shown_evidence(evidence, public),
             trace=row.trace,
             candidates=[
                 {**c, "title": titles.get(int(c["topic_id"]))

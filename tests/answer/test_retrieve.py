@@ -175,16 +175,27 @@ class BrokenReranker:
         raise RuntimeError("onnxruntime session crashed")
 
 
+def logged_error(caplog: pytest.LogCaptureFixture, step: dict[str, Any]) -> str:
+    """The log line of a failed trace step, found by its ``error_ref``."""
+    ref = step["detail"]["error_ref"]
+    lines = [r.getMessage() for r in caplog.records if f"[{ref}]" in r.getMessage()]
+    assert len(lines) == 1, (ref, [r.getMessage() for r in caplog.records])
+    return lines[0]
+
+
 @pytest.mark.parametrize(
-    ("reranker", "message"),
+    ("reranker", "code", "message"),
     [
-        (BrokenReranker(), "RuntimeError: onnxruntime session crashed"),
-        (BrokenReranker(lambda n: np.full(n, np.nan, dtype=np.float32)), "non-finite"),
-        (BrokenReranker(lambda n: np.zeros(n - 1, dtype=np.float32)), "scores for"),
+        (BrokenReranker(), "RuntimeError", "RuntimeError: onnxruntime session crashed"),
+        (BrokenReranker(lambda n: np.full(n, np.nan, dtype=np.float32)), "RerankError",
+         "non-finite"),
+        (BrokenReranker(lambda n: np.zeros(n - 1, dtype=np.float32)), "RerankError",
+         "scores for"),
     ],
 )
 def test_broken_cross_encoder_gives_fused_order_and_an_error_step(
-    make_client: Callable[..., Any], reranker: Any, message: str
+    make_client: Callable[..., Any], reranker: Any, code: str, message: str,
+    caplog: pytest.LogCaptureFixture
 ) -> None:
     fused = retrieve(make_client(), WIREGUARD, limit=8)
     client = make_client(reranker=reranker)
@@ -193,7 +204,10 @@ def test_broken_cross_encoder_gives_fused_order_and_an_error_step(
                                                          fused["evidence"]]
     rerank = steps(body)["rerank"]
     assert rerank["status"] == "error"
-    assert message in rerank["detail"]["error"]
+    # The answer (and the stored row) carries a short code; the text is in the log only.
+    assert rerank["detail"]["error"] == code and message not in json.dumps(body)
+    assert message in logged_error(caplog, rerank)
+    assert stored(client, body).trace == body["trace"]
     assert rerank["detail"]["fallback"] == "fused order"
     assert body["scorer"] == "bi-encoder:all-minilm-l6-v2"
     assert body["zone_reason"].startswith("cross-encoder unavailable, zone from the bi-encoder")
@@ -202,12 +216,15 @@ def test_broken_cross_encoder_gives_fused_order_and_an_error_step(
 
 
 def test_cross_encoder_that_failed_to_load_is_an_error_step(
-    make_client: Callable[..., Any]
+    make_client: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = make_client(reranker_error="ModelLoadError: model.onnx is missing")
+    missing = "ModelLoadError: /var/lib/forum-rag-sidecar/models/ce/model.onnx is missing"
+    client = make_client(reranker_error=missing)
     body = retrieve(client, WIREGUARD)
     rerank = steps(body)["rerank"]
-    assert rerank["status"] == "error" and "model.onnx is missing" in rerank["detail"]["error"]
+    assert rerank["status"] == "error" and rerank["detail"]["error"] == "failed"
+    assert "/var/lib" not in json.dumps(body)  # no file path in a successful answer
+    assert missing in logged_error(caplog, rerank)
     assert body["evidence"] and body["scorer"].startswith("bi-encoder:")
 
 
@@ -300,6 +317,8 @@ def test_llm_failure_falls_back_and_still_answers(
     condense = steps(body)["condense"]
     assert condense["status"] == "error"
     assert condense["detail"]["source"] == "fallback" and condense["detail"]["reason"] == reason
+    assert condense["detail"]["error"] == reason  # the code, never the server's text
+    assert "llama runner" not in json.dumps(body) and fake_ollama.url not in json.dumps(body)
     assert condense["detail"]["rule"] == "joined_reference"
     assert [s["step"] for s in body["trace"]] == STAGES
     assert metric(client, "sidecar_fallbacks_total", step="condense", reason="error") == 1

@@ -57,6 +57,8 @@ def test_a_real_forum_is_read_never_altered(db_url: str) -> None:
                 updated_at timestamp, reply_to_post_number int, user_deleted bool);
             CREATE TABLE tags (id int PRIMARY KEY, name varchar);
             CREATE TABLE topic_tags (topic_id int, tag_id int);
+            CREATE TABLE tag_group_memberships (tag_id int, tag_group_id int);
+            CREATE TABLE tag_group_permissions (tag_group_id bigint, group_id bigint);
             CREATE TABLE post_search_data (post_id int PRIMARY KEY, search_data tsvector);
         """)
     info = upgrade(db_url)

@@ -35,9 +35,10 @@ COOKED_QUOTE = (
 
 def _discourse_forum(url: str) -> None:
     """Tables shaped like Discourse's, created and filled by 'Discourse' (not the sidecar)."""
-    ddl = (resources.files("sidecar.db") / "migrations" / "forum" / "0001_forum_tables.sql")
+    folder = resources.files("sidecar.db") / "migrations" / "forum"
     with psycopg.connect(url) as conn:
-        conn.execute(ddl.read_text("utf-8").encode())
+        for name in ("0001_forum_tables.sql", "0003_tag_groups.sql"):  # as Discourse has them
+            conn.execute((folder / name).read_text("utf-8").encode())
         conn.execute("""
             INSERT INTO categories (id, name, name_lower, slug, read_restricted, created_at,
                                     updated_at)

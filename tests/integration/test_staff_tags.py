@@ -1,0 +1,61 @@
+"""Staff-only tags are never embedded: a tag that only some groups may see is left out of the text.
+
+Discourse hides a tag from anonymous readers when it belongs to a tag group that the "everyone"
+group (id 0) may not see, unless another group holding it may (``DiscourseTagging``'s hidden
+tags). The forum here has a public tag, a staff-only one, one shared by a staff group and an open
+group, and one in a group everyone may only see (permission 3, "see only").
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.rows import dict_row
+
+from sidecar.core.strategy import prepare_text
+from sidecar.db.forum_read import post_sources
+from sidecar.db.migrate import upgrade
+
+STAFF_GROUP = 3  # Discourse's auto group "staff"
+EVERYONE = 0
+
+
+def _forum(url: str) -> None:
+    upgrade(url)  # an owned forum: the forum track creates the tag group tables too
+    with psycopg.connect(url) as conn:
+        conn.execute("""
+            INSERT INTO categories (id, name, name_lower, slug, read_restricted, created_at,
+                                    updated_at)
+            VALUES (1, 'Repairs', 'repairs', 'repairs', false, now(), now());
+            INSERT INTO topics (id, title, slug, category_id, archetype, bumped_at, created_at,
+                                updated_at)
+            VALUES (1, 'Tubeless tyre sealant', 'tubeless', 1, 'regular', now(), now(), now());
+            INSERT INTO posts (id, topic_id, post_number, raw, cooked, created_at, updated_at,
+                               last_version_at)
+            VALUES (1, 1, 1, 'Which sealant?', '<p>Which sealant?</p>', now(), now(), now());
+            INSERT INTO tags (id, name, created_at, updated_at)
+            VALUES (1, 'tyres', now(), now()), (2, 'legal-hold', now(), now()),
+                   (3, 'shared', now(), now()), (4, 'announced', now(), now());
+            INSERT INTO topic_tags (topic_id, tag_id, created_at, updated_at)
+            SELECT 1, id, now(), now() FROM tags;
+            INSERT INTO tag_groups (id, name, created_at, updated_at)
+            VALUES (1, 'Staff only', now(), now()), (2, 'Open', now(), now()),
+                   (3, 'Read only', now(), now());
+            INSERT INTO tag_group_memberships (tag_id, tag_group_id, created_at, updated_at)
+            VALUES (2, 1, now(), now()), (3, 1, now(), now()), (3, 2, now(), now()),
+                   (4, 3, now(), now());
+        """)
+        conn.execute(
+            "INSERT INTO tag_group_permissions (tag_group_id, group_id, permission_type,"
+            " created_at, updated_at) VALUES (1, %s, 1, now(), now()), (2, %s, 1, now(), now()),"
+            " (3, %s, 3, now(), now())", (STAFF_GROUP, EVERYONE, EVERYONE))
+
+
+def test_a_staff_only_tag_is_never_embedded(db_url: str) -> None:
+    _forum(db_url)
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        [source] = post_sources(conn, [1])
+    assert source.tags == ("announced", "shared", "tyres")
+    for strategy in (1, 2):
+        text = prepare_text(source, strategy, lambda t: t)
+        assert "legal-hold" not in text
+    assert "announced, shared, tyres" in prepare_text(source, 1, lambda t: t)
