@@ -24,6 +24,7 @@ from jobs import queues
 from jobs.tasks import embed_posts, index_targets, reindex_scope
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import (
+    RegisteredModel,
     Scope,
     context_dependents,
     delete_embeddings,
@@ -55,14 +56,15 @@ class EventOutcome:
     job_ids: list[str] = field(default_factory=list)
 
 
-def stale_in_scope(res: Resources, conn: DictConn, scope: Scope,
-                   limit: int | None = None) -> list[int]:
-    """Public posts of ``scope`` whose vectors of some kept (model, strategy) need work."""
+def stale_in_scope(conn: DictConn, targets: Sequence[tuple[RegisteredModel, int]],
+                   scope: Scope, min_chars: int, limit: int | None = None) -> list[int]:
+    """Public posts of ``scope`` whose vectors of one of the kept (model, strategy) ``targets``
+    need work (missing, outdated, or older than the post's last change)."""
     found: set[int] = set()
-    for model, strategy in index_targets(res):
+    for model, strategy in targets:
         found.update(c.post_id for c in stale_candidates(
             conn, model, strategy, STRATEGY_VERSIONS[strategy], limit=limit,
-            min_chars=res.settings.min_post_chars, scope=scope))
+            min_chars=min_chars, scope=scope))
     return sorted(found)
 
 
@@ -77,6 +79,7 @@ def apply_event(res: Resources, event: str, ids: Sequence[int], *,
         raise ValueError(f"unknown event {event!r}")
     outcome = EventOutcome(event, ids)
     settings = res.settings
+    targets = index_targets(res) if hint else []  # before taking a connection: it takes one
     with res.db.connection() as conn:
         # Every node's keyword index applies it within SIDECAR_KEYWORD_SYNC_S (a post that left
         # the public is never returned meanwhile: the leg filters at query time).
@@ -96,7 +99,8 @@ def apply_event(res: Resources, event: str, ids: Sequence[int], *,
             dependents = set(context_dependents(conn, ids))
             embed |= dependents if embed else dependents - set(ids)
             if hint:  # only what the database says needs work
-                public = stale_in_scope(res, conn, Scope(post_ids=sorted(embed))) if embed else []
+                public = stale_in_scope(conn, targets, Scope(post_ids=sorted(embed)),
+                                        settings.min_post_chars) if embed else []
             else:
                 public = public_post_ids(conn, sorted(embed), settings.min_post_chars)
         size = settings.backfill_batch_size
@@ -112,7 +116,8 @@ def apply_event(res: Resources, event: str, ids: Sequence[int], *,
         scope = {"topic": "topic_ids", "category": "category_ids"}[kind]
         with res.db.connection() as conn:
             outcome.removed = delete_not_public(conn, **{scope: ids})
-            if hint and not stale_in_scope(res, conn, Scope(**{scope: ids}), limit=1):
+            if hint and not stale_in_scope(conn, targets, Scope(**{scope: ids}),
+                                           settings.min_post_chars, limit=1):
                 return outcome  # every public post in scope is up to date
         job = queues.enqueue(res.redis, settings, queues.INDEX, reindex_scope, kind, ids,
                              description=f"{event}: re-check the posts of {len(ids)} {kind}s")

@@ -9,8 +9,9 @@ The signature covers the body only, as Discourse signs it: the ``X-Discourse-Eve
 body again under another event name or id. So an event is only a hint of where to look (see
 :mod:`jobs.events`): a post loses its vectors only when the database says it is no longer public,
 and only posts whose vectors need work are queued. A delivery is applied at most once per digest
-of its event name and body (a Redis key shared by every API node), whatever its event id: a
-redelivery by Discourse, or a replay, is a ``duplicate``. Deliveries are snapshots that may
+of its body and the index event its name stands for (a Redis key shared by every API node),
+whatever its event id: a redelivery by Discourse, or a replay, is a ``duplicate`` (``topic_*``
+names are many, ``topic_changed`` is one). Deliveries are snapshots that may
 arrive late or out of order; the database is read when the event is applied. Every signed
 delivery gets a 2xx at once (unknown events: ``ignored``), so Discourse neither retries nor
 deactivates the hook. Its bodies may be larger than other routes' (a long post's raw and cooked
@@ -89,10 +90,10 @@ def check_signature(raw: bytes, header: str, secret: str) -> None:
         raise Unauthorized("X-Discourse-Event-Signature does not match the body")
 
 
-def delivery_key(prefix: str, name: str, raw: bytes) -> str:
-    """The Redis key of a delivery: a digest of its event name and its signed body (never of
-    the unsigned event id, which a replay can change at will)."""
-    digest = hashlib.sha256(name.encode() + b"\n" + raw).hexdigest()
+def delivery_key(prefix: str, event: str, raw: bytes) -> str:
+    """The Redis key of a delivery: a digest of the index event it stands for and of its signed
+    body (never of the unsigned event id, which a replay can change at will)."""
+    digest = hashlib.sha256(event.encode() + b"\n" + raw).hexdigest()
     return f"{prefix}:discourse-delivery:{digest}"
 
 
@@ -140,8 +141,8 @@ def discourse_webhook() -> ResponseReturnValue:
     target = index_event(name, body)
     if target is None:
         return respond(WebhookAnswer, {"status": "ignored", **answer})
-    # One Redis key per (event name, body): every API node sees it.
-    key = delivery_key(res.settings.queue_prefix, name, raw)
+    # One Redis key per (index event, body): every API node sees it.
+    key = delivery_key(res.settings.queue_prefix, target[0], raw)
     if not res.redis.set(key, "1", nx=True, ex=DEDUP_TTL_S):
         return respond(WebhookAnswer, {"status": "duplicate", **answer})
     try:

@@ -142,6 +142,8 @@ def test_import_refuses_a_real_forum_and_a_non_dump(db_url: str, tmp_path: Path)
                 updated_at timestamp, reply_to_post_number int, user_deleted bool);
             CREATE TABLE tags (id int, name varchar);
             CREATE TABLE topic_tags (topic_id int, tag_id int);
+            CREATE TABLE tag_group_memberships (tag_id int, tag_group_id int);
+            CREATE TABLE tag_group_permissions (tag_group_id bigint, group_id bigint);
             CREATE TABLE post_search_data (post_id int, search_data tsvector);
         """)
     upgrade(db_url)
