@@ -8,10 +8,19 @@ group, and one in a group everyone may only see (permission 3, "see only").
 
 from __future__ import annotations
 
+import numpy as np
 import psycopg
+from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
 from sidecar.core.strategy import prepare_text
+from sidecar.db.embeddings import (
+    EmbeddingRow,
+    mark_checked,
+    register_model,
+    stale_candidates,
+    upsert_embeddings,
+)
 from sidecar.db.forum_read import post_sources
 from sidecar.db.migrate import upgrade
 
@@ -59,3 +68,21 @@ def test_a_staff_only_tag_is_never_embedded(db_url: str) -> None:
         text = prepare_text(source, strategy, lambda t: t)
         assert "legal-hold" not in text
     assert "announced, shared, tyres" in prepare_text(source, 1, lambda t: t)
+
+
+def test_posts_embedded_with_a_staff_only_tag_are_read_again(db_url: str) -> None:
+    """Vectors from before the rule: the upgrade sets their checks back, so the next backfill's
+    drift phase re-reads them (and re-embeds them, their digest having changed)."""
+    _forum(db_url)
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        register_vector(conn)
+        model = register_model(conn, name="m", dimensions=4, version=1)
+        upsert_embeddings(conn, model, 1, 1, [EmbeddingRow(1, "old digest", np.ones(4))])
+        mark_checked(conn, model, 1, [1])  # checked just now: not a drift candidate
+        assert stale_candidates(conn, model, 1, 1, phases=["drift"]) == []
+        conn.execute("DELETE FROM sidecar_schema_migrations"
+                     " WHERE track = 'sidecar' AND name = 'recheck_staff_tags'")
+    upgrade(db_url)  # what `sidecar db upgrade` does once on an existing install
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        drift = stale_candidates(conn, model, 1, 1, phases=["drift"])
+    assert [c.post_id for c in drift] == [1]
