@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.core.chain_flags import ChainFlags
-from sidecar.core.fusion import Fusion, FusionMethod, parse_weights
+from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod, parse_weights
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import ConfigurationError
@@ -45,18 +45,20 @@ class FusionModel(BaseModel):
     method: FusionMethod = FusionMethod.RRF
     weights: dict[str, float] = Field(default_factory=dict)
     rrf_k: int = Field(default=60, ge=0, le=10_000)
+    lift: float = Field(default=DEFAULT_LIFT, ge=0, le=1)
 
     def to_fusion(self) -> Fusion:
         """The core value."""
         for leg, weight in self.weights.items():
             if weight < 0:
                 raise ValueError(f"weight of {leg} must be >= 0")
-        return Fusion(self.method, tuple(sorted(self.weights.items())), self.rrf_k)
+        return Fusion(self.method, tuple(sorted(self.weights.items())), self.rrf_k, self.lift)
 
     @classmethod
     def of(cls, fusion: Fusion) -> FusionModel:
         """From the core value."""
-        return cls(method=fusion.method, weights=dict(fusion.weights), rrf_k=fusion.rrf_k)
+        return cls(method=fusion.method, weights=dict(fusion.weights), rrf_k=fusion.rrf_k,
+                   lift=fusion.lift)
 
 
 class ServedModel(BaseModel):
@@ -138,9 +140,25 @@ class ProfileState:
         """What a query of this shape is served."""
         return self.details_config if details and self.details_config else self.config
 
+    def served_by(self) -> dict[str, Any]:
+        """Where the served fusion comes from, as each search trace says it: the settings'
+        default (no profile), or the profile and the judgements it was tuned on."""
+        if self.source == "settings":
+            out: dict[str, Any] = {"source": "settings",
+                                   "why": "no search profile applies: the default, which "
+                                          "follows each query by similarity and keyword scores"}
+            if self.note:
+                out["note"] = self.note
+            return out
+        assert self.profile is not None
+        return {"source": "profile", "digest": self.digest, "created_at": self.profile.created_at,
+                "judgements": self.profile.tuning.get("judgements", {}),
+                "fallback": self.profile.tuning.get("fallback")}
+
     def describe(self) -> dict[str, Any]:
         """JSON form (without the file's path: /v1/health answers without a key)."""
-        out: dict[str, Any] = {"source": self.source, "served": self.config.describe()}
+        out: dict[str, Any] = {"source": self.source, "served": self.config.describe(),
+                               "served_by": self.served_by()}
         if self.details_config is not None:
             out["served_with_details"] = self.details_config.describe()
         if self.digest:
@@ -161,7 +179,7 @@ class ProfileState:
 
 def settings_config(settings: Settings) -> SearchConfig:
     """The served configuration the settings describe (no profile)."""
-    fusion = Fusion(FusionMethod(settings.fusion), (), settings.rrf_k)
+    fusion = Fusion(FusionMethod(settings.fusion), (), settings.rrf_k, settings.fusion_lift)
     return SearchConfig(mode=Mode(settings.search_mode),
                         fusion=fusion.with_weights(parse_weights(settings.fusion_weights)),
                         topic_score=TopicScore(settings.topic_score),

@@ -12,18 +12,21 @@ from models.protocols import Embedder
 from sidecar.chain_service import RerankChain
 from sidecar.core.aggregate import aggregate_topics
 from sidecar.core.chain_flags import ChainFlags
-from sidecar.core.fusion import Fusion, fuse
+from sidecar.core.fusion import Fusion, FusionMethod, fuse
+from sidecar.core.postchoice import ANSWER_RULE, Chooser, LinkRule
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.text import excerpt, html_to_text
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, PostHit, TopicHit, TopicScore
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel
+from sidecar.db.evidence_read import post_similarities
 from sidecar.db.forum_read import PostRecord, public_posts
 from sidecar.db.search_sql import semantic_leg
 from sidecar.db.vector_share import ShareCache
 from sidecar.errors import InvalidInput
 from sidecar.keyword import KeywordIndex, keyword_leg
+from sidecar.links import PostLinker
 from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,10 @@ class SearchOptions:
     topic_score: TopicScore | None = None
     fusion: Fusion | None = None
     chain: ChainFlags | None = None  # the rerank chain's stages
+    chooser: Chooser | None = None  # how each topic's linked post is chosen
+    # Topics left out of this search (e.g. the topic a member is reading, or the topics the
+    # answerability evaluation hides): neither leg returns their posts.
+    exclude_topics: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -67,6 +74,7 @@ class TopicResult:
                 "post_number": self.post.post_number,
                 "excerpt": self.excerpt,
                 "url": self.url,
+                "chosen": self.topic.link_reason or "best fused post",
             },
             "ranks": {leg.value: best.ranks.get(leg.value) for leg in Leg},
             "leg_scores": {k: round(v, 6) for k, v in best.leg_scores.items()},
@@ -84,15 +92,43 @@ class SearchOutcome:
     vector: Any = None  # the query's embedding (numpy array), None in keyword mode
 
 
+def fusion_signals(rankings: dict[str, list[PostHit]], fused_first: int | None
+                   ) -> dict[str, Any]:
+    """What a fusion that follows the query read: the semantic leg's best topic similarity
+    and its gap to the second, the keyword leg's best BM25, and whether the fused first topic
+    is the semantic leg's (pure)."""
+    out: dict[str, Any] = {}
+    semantic = rankings.get(Leg.SEMANTIC, [])
+    best: dict[int, float] = {}
+    for hit in semantic:
+        best.setdefault(hit.topic_id, hit.score)
+    tops = list(best.values())
+    if tops:
+        out["semantic_top"] = round(tops[0], 4)
+        out["semantic_gap"] = round(tops[0] - tops[1], 4) if len(tops) > 1 else None
+    keyword = rankings.get(Leg.KEYWORD, [])
+    if keyword:
+        out["keyword_top"] = round(keyword[0].score, 4)
+    if best and fused_first is not None:
+        out["first_topic_from"] = ("semantic leg" if fused_first == next(iter(best))
+                                   else "keyword lift")
+    return out
+
+
 def rank_topics(
-    rankings: dict[str, list[PostHit]], config: SearchConfig, trace: Trace | None = None
+    rankings: dict[str, list[PostHit]], config: SearchConfig, trace: Trace | None = None,
+    *, similarities: dict[int, float] | None = None, served_by: dict[str, Any] | None = None,
 ) -> list[TopicHit]:
     """Fuse the legs' post rankings and aggregate per topic (pure: no I/O)."""
     trace = trace or Trace()
     with trace.step("fuse") as detail:
-        fused = fuse(rankings, config.fusion)
+        fused = fuse(rankings, config.fusion, similarities)
         detail.update(config.fusion.describe() if len(rankings) > 1
                       else {"method": "single leg"}, posts=len(fused))
+        if served_by:
+            detail["served_by"] = served_by
+        if len(rankings) > 1 and config.fusion.method is FusionMethod.LIFT:
+            detail["signals"] = fusion_signals(rankings, fused[0].topic_id if fused else None)
     with trace.step("aggregate") as detail:
         topics = aggregate_topics(fused, config.topic_score)
         detail.update(method=config.topic_score.value, topics=len(topics))
@@ -121,6 +157,8 @@ class SearchService:
         served: SearchConfig | None = None,
         served_details: SearchConfig | None = None,
         keyword: KeywordIndex | None = None,
+        served_by: dict[str, Any] | None = None,
+        link_rule: LinkRule = ANSWER_RULE,
     ) -> None:
         self.db = db
         self.embedder = embedder
@@ -134,6 +172,12 @@ class SearchService:
         # sidecar/keyword/node.py); one is opened on the state directory when none is given.
         self.keyword = keyword or KeywordIndex(db, settings.state_dir)
         self.chain = RerankChain(db, model)
+        # Where the served configuration comes from (the settings, or a search profile and
+        # the judgements it was tuned on): each search trace says it.
+        self.served_by = served_by or {"source": "settings"}
+        self.linker = PostLinker(db, model, per_topic=settings.link_posts_per_topic,
+                                 reader=self.chain.reader)
+        self.link_rule = link_rule
         # The index's public share, estimated now and then: it scales the HNSW ef_search.
         self.vector_share = ShareCache()
         # Runs the keyword leg of a hybrid search beside the semantic one (leg_rankings): one
@@ -183,13 +227,16 @@ class SearchService:
 
     def find_topics(
         self, query: str, n_topics: int, options: SearchOptions, trace: Trace | None = None,
-        *, details: str | None = None,
+        *, details: str | None = None, link: int | None = None,
     ) -> SearchOutcome:
         """The best ``n_topics`` topics (or fewer if the forum has fewer matches).
 
         ``details`` is the rest of a question whose title or gist is ``query`` (the body of a
         topic being written, say): the semantic leg reads both, the keyword leg matches the
         query's words only, since a long body's incidental words would match everything.
+
+        The first ``link`` topics (default: all ``n_topics``) get their linked post chosen
+        (``TopicHit.answers``); a deep list that only ranks topics passes 0.
 
         Each leg is asked for more posts than topics, because one topic may hold many matching
         posts; when aggregation leaves fewer topics than asked while a leg was cut off, the legs
@@ -212,21 +259,45 @@ class SearchService:
         else:
             trace.skip("embed", f"{config.mode.value} mode")
         post_k = self.first_post_k(n_topics)
+        served_by = {"source": "request"} if options.fusion else self.served_by
         while True:
             rankings = self.leg_rankings(query, vector, legs, post_k, strategy, trace,
-                                         skip_reason=f"{config.mode.value} mode")
-            topics = rank_topics(rankings, config, trace)
+                                         skip_reason=f"{config.mode.value} mode",
+                                         exclude=options.exclude_topics)
+            topics = rank_topics(rankings, config, trace, served_by=served_by,
+                                 similarities=self.keyword_only_similarities(
+                                     rankings, config, vector, strategy))
             if enough_topics(topics, rankings, n_topics, post_k):
                 break
             post_k = min(post_k * 2, MAX_POST_CANDIDATES)
         if config.chain.reorders:  # with every stage off there is no chain step at all
             topics = self.rerank_chain(topics, config.chain, vector, strategy, trace, n_topics)
+        topics = self.linker.link(topics, n_topics if link is None else link,
+                                  vector=vector, strategy=strategy,
+                                  chooser=options.chooser or Chooser(self.settings.link_chooser),
+                                  rule=self.link_rule, trace=trace)
         return SearchOutcome(
             topics=topics[:n_topics],
             trace=trace,
             legs={leg: len(hits) for leg, hits in rankings.items()},
             vector=vector,
         )
+
+    def keyword_only_similarities(self, rankings: dict[str, list[PostHit]],
+                                  config: SearchConfig, vector: Any, strategy: int
+                                  ) -> dict[int, float]:
+        """``lift`` fusion: the stored similarities of posts only the keyword leg found."""
+        if config.fusion.method is not FusionMethod.LIFT or vector is None \
+                or len(rankings) < 2:
+            return {}
+        semantic = {h.post_id for h in rankings.get(Leg.SEMANTIC, [])}
+        missing = [h.post_id for h in rankings.get(Leg.KEYWORD, []) if h.post_id not in semantic]
+        if not missing:
+            return {}
+        with self.db.connection() as conn:
+            return post_similarities(conn, model_id=self.model.id, strategy_id=strategy,
+                                     dimensions=self.model.dimensions, vector=vector,
+                                     post_ids=missing)
 
     def rerank_chain(self, topics: list[TopicHit], flags: ChainFlags, vector: Any,
                      strategy: int, trace: Trace, needed: int) -> list[TopicHit]:
@@ -239,7 +310,7 @@ class SearchService:
 
     def leg_rankings(
         self, query: str, vector: Any, legs: tuple[Leg, ...], post_k: int, strategy: int,
-        trace: Trace, *, skip_reason: str = "",
+        trace: Trace, *, skip_reason: str = "", exclude: frozenset[int] = frozenset(),
     ) -> dict[str, list[PostHit]]:
         """Each leg's ``post_k`` best public posts (the semantic leg needs ``vector``).
 
@@ -255,11 +326,12 @@ class SearchService:
         if semantic and keyword and self.settings.parallel_legs:
             # In this request's context (Flask's, logging's): the worker thread has none.
             pending = self.workers.submit(contextvars.copy_context().run, self.keyword_ranking,
-                                          query, post_k, keyword_trace)
+                                          query, post_k, keyword_trace, exclude)
         rankings: dict[str, list[PostHit]] = {}
         try:
             if semantic:
-                rankings[Leg.SEMANTIC] = self.semantic_ranking(vector, post_k, strategy, trace)
+                rankings[Leg.SEMANTIC] = self.semantic_ranking(vector, post_k, strategy, trace,
+                                                               exclude)
             else:
                 trace.skip("semantic", skip_reason)
         finally:
@@ -270,15 +342,15 @@ class SearchService:
         if keyword:
             try:
                 rankings[Leg.KEYWORD] = pending.result() if pending is not None else \
-                    self.keyword_ranking(query, post_k, keyword_trace)
+                    self.keyword_ranking(query, post_k, keyword_trace, exclude)
             finally:
                 trace.steps.extend(keyword_trace.steps)
         else:
             trace.skip("keyword", skip_reason)
         return rankings
 
-    def semantic_ranking(self, vector: Any, post_k: int, strategy: int,
-                         trace: Trace) -> list[PostHit]:
+    def semantic_ranking(self, vector: Any, post_k: int, strategy: int, trace: Trace,
+                         exclude: frozenset[int] = frozenset()) -> list[PostHit]:
         """The semantic leg: the HNSW index of (model, strategy), public posts only."""
         with trace.step("semantic") as detail, self.db.connection() as conn:
             share = self.vector_share.get(conn, self.model.id, strategy).share
@@ -291,20 +363,21 @@ class SearchService:
                 binary_overfetch=self.settings.binary_overfetch,
                 scan_order=self.settings.hnsw_iterative_scan,
                 max_scan_tuples=self.settings.hnsw_max_scan_tuples,
-                public_share=share,
+                public_share=share, exclude_topics=sorted(exclude),
             )
             detail.update(posts=len(hits), k=post_k, strategy=strategy,
                           index=self.settings.index_kind, public_share=round(share, 3))
         return hits
 
-    def keyword_ranking(self, query: str, post_k: int, trace: Trace) -> list[PostHit]:
+    def keyword_ranking(self, query: str, post_k: int, trace: Trace,
+                        exclude: frozenset[int] = frozenset()) -> list[PostHit]:
         """The keyword leg: BM25 in this node's Tantivy index, public posts only."""
         with trace.step("keyword") as detail, self.db.connection() as conn:
             searcher = self.keyword.searcher()
             hits = [] if searcher is None else keyword_leg(
                 conn, searcher, ts_config=self.settings.ts_config, query=query,
                 k=post_k, max_words=self.settings.keyword_max_words,
-                question_words=self.settings.keyword_question_words,
+                question_words=self.settings.keyword_question_words, exclude_topics=exclude,
             )
             detail.update(posts=len(hits), k=post_k, ts_config=self.settings.ts_config,
                           index="missing" if searcher is None else "tantivy")
@@ -320,15 +393,15 @@ class SearchService:
         """Titles, links and excerpts for the first ``limit`` topics still public now."""
         trace = trace or Trace()
         with trace.step("hydrate") as detail:
-            wanted = [p.post_id for t in topics[: limit + 10] for p in t.posts[:3]]
+            wanted = [pid for t in topics[: limit + 10] for pid in t.link_order()[:3]]
             with self.db.connection() as conn:
                 records = public_posts(conn, wanted)
             results: list[TopicResult] = []
             for topic in topics:
                 if len(results) >= limit:
                     break
-                # The best post still public represents the topic.
-                post = next((records[p.post_id] for p in topic.posts if p.post_id in records), None)
+                # The chosen post, if still public, represents the topic (else the next one).
+                post = next((records[pid] for pid in topic.link_order() if pid in records), None)
                 if post is None:
                     continue
                 text = html_to_text(post.cooked, drop_quotes=True) or html_to_text(post.cooked)

@@ -15,7 +15,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sidecar.core.chain_flags import ChainFlags
-from sidecar.core.fusion import parse_weights
+from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
 from sidecar.pgconf import check_memory
 
 # PostgreSQL text search configurations are identifiers; we only check the shape here and let the
@@ -101,10 +101,21 @@ class Settings(BaseSettings):
     strategy: int = 1
     # The served search when no search profile replaces it (see sidecar/profile.py):
     search_mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
-    fusion: Literal["rrf", "zscore", "minmax"] = "rrf"
+    # lift: cosine similarity + fusion_lift x (BM25 / the keyword leg's best BM25), the default
+    # since 2026-12 (rrf k 60 before): it never fell significantly below either leg on five
+    # judged sets, where rrf fell 0.087 below semantic alone on an FAQ asked in paraphrase
+    # (docs/evaluation.md, "The served default"). fusion_weights and rrf_k serve the others.
+    fusion: Literal["lift", "rrf", "zscore", "minmax"] = "lift"
+    fusion_lift: float = Field(default=DEFAULT_LIFT, ge=0, le=1)  # in cosine units
     fusion_weights: str = ""  # e.g. "semantic=0.7,keyword=0.3"; a leg not named weighs 1
     rrf_k: int = 60
     topic_score: Literal["best", "mean2"] = "best"
+    # The post each result links to and /v1/retrieve cites (sidecar/core/postchoice.py):
+    # "answer" (the accepted answer, else the reply by someone other than the asker most
+    # similar to the question), "fused" (the post that ranked the topic: before 2026-12) or
+    # "semantic" (the most similar post). Posts of a topic read for it: the most similar ones.
+    link_chooser: Literal["answer", "fused", "semantic"] = "answer"
+    link_posts_per_topic: int = Field(default=50, ge=1, le=1000)
     search_profile: Path | None = None  # default: <state_dir>/search-profile.json
     # A hybrid search runs its two legs at once, each on its own pooled connection: the
     # keyword leg's Tantivy search overlaps the semantic leg's HNSW scan in PostgreSQL

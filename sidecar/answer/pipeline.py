@@ -101,14 +101,15 @@ def post_text(res: Resources, record: PostRecord) -> PostText:
 
 
 def load_candidates(res: Resources, topics: Sequence[TopicHit]) -> list[Candidate]:
-    """Topics with their best public posts' texts (a post hidden since the search is gone)."""
-    wanted = [p.post_id for t in topics for p in t.posts[:POSTS_PER_TOPIC]]
+    """Topics with the texts of their first public posts in the chooser's order (the linked
+    post first; a post hidden since the search is gone)."""
+    wanted = [pid for t in topics for pid in t.link_order()[:POSTS_PER_TOPIC + 1]]
     with res.db.connection() as conn:
         records = public_posts(conn, wanted)
     candidates = []
     for rank, topic in enumerate(topics, start=1):
-        posts = [post_text(res, records[p.post_id]) for p in topic.posts[:POSTS_PER_TOPIC]
-                 if p.post_id in records]
+        public = [pid for pid in topic.link_order()[:POSTS_PER_TOPIC + 1] if pid in records]
+        posts = [post_text(res, records[pid]) for pid in public[:POSTS_PER_TOPIC]]
         if posts:
             candidates.append(Candidate(topic=topic, fused_rank=rank, posts=posts))
     return candidates

@@ -2,8 +2,8 @@
 
 Retrieve wide, rerank narrow (design notes 000 and 004): hybrid search finds about three times
 the evidence budget, the cross-encoder scores (question, post text) pairs, the best ``limit``
-topics are kept. A topic is represented by up to two of its best-fused public posts; its score is
-the best of theirs, and that post becomes the evidence.
+topics are kept. A topic is represented by the post chooser's first two public posts; its score
+is the best of theirs, and that post becomes the evidence.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from models.protocols import Reranker
 from sidecar.core.evidence import PostText, passage
 from sidecar.core.types import TopicHit
 
-# Posts of one topic sent to the cross-encoder: the topic's best two fused posts. The opening
-# post often carries the subject while a reply carries the answer.
+# Posts of one topic sent to the cross-encoder: the post chooser's first two (the linked post,
+# and the next reply that may answer): the cross-encoder decides between them.
 POSTS_PER_TOPIC = 2
 
 

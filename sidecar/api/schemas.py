@@ -14,8 +14,9 @@ from pydantic import (
     model_validator,
 )
 
-from sidecar.core.fusion import Fusion, FusionMethod
+from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod
 from sidecar.core.gate import GateReason
+from sidecar.core.postchoice import Chooser
 from sidecar.core.types import Leg, Mode, TopicScore
 from sidecar.search import SearchOptions
 
@@ -42,11 +43,15 @@ IsoDateTime = Annotated[datetime, PlainSerializer(datetime.isoformat, return_typ
 class FusionRequest(StrictRequest):
     """How to fuse the legs of a hybrid search (default: the served configuration)."""
 
-    method: FusionMethod = Field(description="rrf (ranks), zscore or minmax (normalised scores).")
+    method: FusionMethod = Field(description="lift (similarity lifted by keyword scores), rrf "
+                                             "(ranks), zscore or minmax (normalised scores).")
     weights: dict[Leg, float] = Field(
         default_factory=dict,
         description="Weight per leg (>= 0; a leg not named weighs 1; 0 switches it off).")
     rrf_k: int = Field(default=60, ge=0, le=10_000, description="RRF's k (rrf only).")
+    lift: float = Field(default=DEFAULT_LIFT, ge=0, le=1,
+                        description="How far keyword scores may lift a post, in cosine units "
+                                    "(lift only).")
 
     @model_validator(mode="after")
     def _check_weights(self) -> FusionRequest:
@@ -59,7 +64,7 @@ class FusionRequest(StrictRequest):
 
     def to_fusion(self) -> Fusion:
         """The core value."""
-        return Fusion(self.method, (), self.rrf_k).with_weights(
+        return Fusion(self.method, (), self.rrf_k, self.lift).with_weights(
             {leg.value: w for leg, w in self.weights.items()})
 
 
@@ -84,21 +89,29 @@ class SearchRequest(StrictRequest):
     topic_score: TopicScore | None = Field(
         default=None, description="Topic score from its posts: best post, or mean of best two."
     )
+    link: Chooser | None = Field(
+        default=None, description="Which post each result links to: answer (the accepted "
+                                  "answer, else the reply most similar to the question), fused "
+                                  "(the post that ranked the topic) or semantic (the most "
+                                  "similar post). Default: SIDECAR_LINK_CHOOSER.")
 
     def options(self) -> SearchOptions:
         """The search options this request asks for (None: as served)."""
         return SearchOptions(mode=self.mode, strategy=self.strategy,
                              topic_score=self.topic_score,
-                             fusion=self.fusion.to_fusion() if self.fusion else None)
+                             fusion=self.fusion.to_fusion() if self.fusion else None,
+                             chooser=self.link)
 
 
 class PostRef(ResponseModel):
-    """The post that represents a topic in a result."""
+    """The post that represents a topic in a result: the one the link points at."""
 
     id: int
     post_number: int
     excerpt: str
     url: str
+    chosen: str = Field(description="Why this post: accepted answer, reply most similar to the "
+                                    "question, ... (SIDECAR_LINK_CHOOSER).")
 
 
 class SearchHit(ResponseModel):
@@ -112,7 +125,8 @@ class SearchHit(ResponseModel):
     score: float
     url: str = Field(description="Post-level link /t/{slug}/{topic_id}/{post_number}.")
     post: PostRef
-    ranks: dict[str, int | None] = Field(description="Rank of the best post in each leg.")
+    ranks: dict[str, int | None] = Field(description="Rank in each leg of the topic's best "
+                                         "fused post (what ranked it).")
     leg_scores: dict[str, float]
     matched_posts: int
 

@@ -57,13 +57,28 @@ class FusedPost:
 
 @dataclass(frozen=True, slots=True)
 class TopicHit:
-    """One topic after aggregation; ``posts`` are its matching posts, best first."""
+    """One topic after aggregation; ``posts`` are its matching posts, best first.
+
+    ``answers`` are its posts in the post chooser's order (``sidecar.core.postchoice``), the
+    first being the one its link points at; empty until the chooser ran.
+    """
 
     topic_id: int
     score: float
     posts: tuple[FusedPost, ...]
+    answers: tuple[int, ...] = ()
+    link_reason: str = ""
 
     @property
     def best(self) -> FusedPost:
-        """The post that represents the topic (its best-scored post)."""
+        """The topic's best-scored post (what ranked it)."""
         return self.posts[0]
+
+    @property
+    def link_id(self) -> int:
+        """The post the topic's link points at: the chooser's first, else the best fused."""
+        return self.answers[0] if self.answers else self.posts[0].post_id
+
+    def link_order(self) -> list[int]:
+        """Post ids to represent the topic, in order: the chooser's, then the fused ones."""
+        return list(dict.fromkeys([*self.answers, *(p.post_id for p in self.posts)]))

@@ -37,6 +37,7 @@ _OPTIONAL_COLUMNS: tuple[tuple[str, str], ...] = (
     (SOLVED_TABLE, "id"), (SOLVED_TABLE, "topic_id"), (SOLVED_TABLE, "answer_post_id"),
     (CUSTOM_FIELDS_TABLE, "id"), (CUSTOM_FIELDS_TABLE, "topic_id"),
     (CUSTOM_FIELDS_TABLE, "name"), (CUSTOM_FIELDS_TABLE, "value"),
+    ("posts", "reply_count"), ("users", "id"), ("users", "admin"), ("users", "moderator"),
 )
 
 
@@ -85,7 +86,7 @@ def detect_schema(conn: DictConn) -> ForumSchema:
     return ForumSchema(frozenset(c for c in _OPTIONAL_COLUMNS if c in present))
 
 
-def _accepted_sql(schema: ForumSchema) -> sql.Composable:
+def accepted_sql(schema: ForumSchema) -> sql.Composable:
     """The topic's accepted answer when it is a public post of the topic, else NULL.
 
     discourse-solved's table wins over the older custom field; the latest row of each wins.
@@ -124,8 +125,9 @@ def _row_id(schema: ForumSchema, table: str, alias: str) -> sql.Composable:
     return sql.SQL("0")
 
 
-def _column(schema: ForumSchema, alias: str, table: str, column: str,
-            default: str) -> sql.Composable:
+def optional_column(schema: ForumSchema, alias: str, table: str, column: str,
+                    default: str) -> sql.Composable:
+    """``alias.column`` when the forum has it, else ``default`` (SQL)."""
     if schema.has(table, column):
         return sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(column))
     return sql.SQL(default)
@@ -156,13 +158,14 @@ def features_query(schema: ForumSchema) -> sql.Composed:
         ) f
         """
     ).format(
-        accepted=_accepted_sql(schema),
-        topic_likes=_column(schema, "t", "topics", "like_count", "NULL::int"),
-        post_likes=_column(schema, "p", "posts", "like_count", "NULL::int"),
-        last_posted_at=_column(schema, "t", "topics", "last_posted_at", "NULL::timestamp"),
-        priority=_column(schema, "c", "categories", "search_priority", "NULL::int"),
-        closed=_column(schema, "t", "topics", "closed", "NULL::boolean"),
-        archived=_column(schema, "t", "topics", "archived", "NULL::boolean"),
+        accepted=accepted_sql(schema),
+        topic_likes=optional_column(schema, "t", "topics", "like_count", "NULL::int"),
+        post_likes=optional_column(schema, "p", "posts", "like_count", "NULL::int"),
+        last_posted_at=optional_column(schema, "t", "topics", "last_posted_at",
+                                       "NULL::timestamp"),
+        priority=optional_column(schema, "c", "categories", "search_priority", "NULL::int"),
+        closed=optional_column(schema, "t", "topics", "closed", "NULL::boolean"),
+        archived=optional_column(schema, "t", "topics", "archived", "NULL::boolean"),
         joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
     )
 

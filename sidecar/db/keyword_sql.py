@@ -185,12 +185,14 @@ def all_public_documents(conn: DictConn, batch: int = 5000) -> Iterator[tuple[in
             yield int(row["post_id"]), str(row["tsv"])
 
 
-def public_topics(conn: DictConn, post_ids: Sequence[int]) -> dict[int, int]:
-    """post id -> topic id, for the posts among ``post_ids`` that are public now."""
+def public_topics(conn: DictConn, post_ids: Sequence[int],
+                  exclude_topics: Sequence[int] = ()) -> dict[int, int]:
+    """post id -> topic id, for the posts among ``post_ids`` that are public now (and not in
+    ``exclude_topics``)."""
     rows = conn.execute(
         sql.SQL("SELECT p.id, p.topic_id FROM posts p {joins} WHERE p.id = ANY(%s) AND {public}"
-                ).format(**_PUBLIC),
-        (list(post_ids),),
+                " AND p.topic_id <> ALL(%s::int[])").format(**_PUBLIC),
+        (list(post_ids), list(exclude_topics)),
     ).fetchall()
     return {int(r["id"]): int(r["topic_id"]) for r in rows}
 

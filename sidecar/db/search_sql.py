@@ -5,6 +5,8 @@ The keyword leg has its own index: see :mod:`sidecar.keyword`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from pgvector import HalfVector
 from psycopg import sql
@@ -41,6 +43,7 @@ def semantic_leg(
     scan_order: str = "strict_order",
     max_scan_tuples: int | None = None,
     public_share: float = 1.0,
+    exclude_topics: Sequence[int] = (),
 ) -> list[PostHit]:
     """Nearest public posts by cosine distance on the (model, strategy) partial HNSW index.
 
@@ -56,7 +59,8 @@ def semantic_leg(
     then re-ranked exactly on the halfvec (discourse-ai's scheme).
     ``public_share`` is the index's share of public vectors (:mod:`sidecar.db.vector_share`):
     ``ef_search_min`` is divided by it, so that as many public candidates are examined when
-    the index also holds vectors the filter drops.
+    the index also holds vectors the filter drops. Posts of ``exclude_topics`` are filtered
+    out like private ones.
     """
     fetch = k * binary_overfetch if binary else k
     iterative = iterative_scan and scan_order != "off"
@@ -85,6 +89,7 @@ def semantic_leg(
                 FROM ai_posts_embeddings e
                 JOIN posts p ON p.id = e.post_id {joins}
                 WHERE e.model_id = {mid} AND e.strategy_id = {sid} AND {public}
+                  AND p.topic_id <> ALL(%(exclude)s::int[])
                 ORDER BY binary_quantize(e.embeddings)::bit({dims})
                          <~> binary_quantize(%(q)s::halfvec({dims}))::bit({dims})
                 LIMIT %(fetch)s
@@ -103,6 +108,7 @@ def semantic_leg(
                 FROM ai_posts_embeddings e
                 JOIN posts p ON p.id = e.post_id {joins}
                 WHERE e.model_id = {mid} AND e.strategy_id = {sid} AND {public}
+                  AND p.topic_id <> ALL(%(exclude)s::int[])
                 ORDER BY e.embeddings::halfvec({dims}) <=> %(q)s::halfvec({dims})
                 LIMIT %(k)s
             )
@@ -111,7 +117,8 @@ def semantic_leg(
             """
         ).format(**params)
     rows = conn.execute(
-        query, {"q": HalfVector(vector.astype(np.float32)), "k": k, "fetch": fetch}
+        query, {"q": HalfVector(vector.astype(np.float32)), "k": k, "fetch": fetch,
+                "exclude": list(exclude_topics)}
     ).fetchall()
     return [
         PostHit(post_id=r["post_id"], topic_id=r["topic_id"], rank=i, score=float(r["similarity"]))

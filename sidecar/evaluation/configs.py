@@ -1,8 +1,8 @@
 """The configuration matrix: each configuration changes one factor of another one.
 
 Every configuration maps onto the product's own knobs (``SearchOptions``: mode, topic score,
-strategy, RRF k, rerank chain flags; the ``index_kind``, ``keyword_question_words`` and
-``keyword_max_words`` settings) plus optional post-retrieval
+strategy, fusion, rerank chain flags, post chooser; the ``index_kind``,
+``keyword_question_words`` and ``keyword_max_words`` settings) plus optional post-retrieval
 stages (the cross-encoder rerank). ``parent`` names the configuration it differs from by exactly
 one factor, ``factor`` says which; all are also compared with the named baseline.
 """
@@ -10,11 +10,12 @@ one factor, ``factor`` says which; all are also compared with the named baseline
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from sidecar.core.chain import ChainFlags
 from sidecar.core.fusion import Fusion, FusionMethod
+from sidecar.core.postchoice import Chooser
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import InvalidInput
@@ -41,6 +42,7 @@ class EvalConfig:
     keyword_max_words: int | None = None
     stages: tuple[str, ...] = ()
     chain: ChainFlags | None = None  # the rerank chain (None: every stage off)
+    chooser: Chooser | None = None  # the linked post's chooser (None: the settings')
     default: bool = True  # part of the matrix when no --config is given
     cost: str = ""  # a note when the configuration needs extra work (another embedding pass)
 
@@ -49,7 +51,7 @@ class EvalConfig:
         # Explicit flags: a SIDECAR_CHAIN_* set in the environment must not change a config.
         return SearchOptions(mode=self.mode, strategy=self.strategy,
                              topic_score=self.topic_score, fusion=self.fusion,
-                             chain=self.chain or ChainFlags())
+                             chain=self.chain or ChainFlags(), chooser=self.chooser)
 
     def settings_update(self) -> dict[str, Any]:
         """The settings this configuration sets (``Settings.model_copy(update=...)``)."""
@@ -66,6 +68,7 @@ class EvalConfig:
         data["stages"] = list(self.stages)
         data["fusion"] = self.fusion.describe()
         data["chain"] = (self.chain or ChainFlags()).as_dict()
+        data["chooser"] = self.chooser.value if self.chooser else None
         return data
 
 
@@ -85,6 +88,9 @@ CATALOGUE: tuple[EvalConfig, ...] = (
     _c("hybrid-wrrf", "hybrid RRF (k=60) weighted 0.7 semantic / 0.3 keyword",
        "fusion: weighted RRF (semantic 0.7, keyword 0.3)", "hybrid-best", mode=Mode.HYBRID,
        fusion=Fusion().with_weights({"semantic": 0.7, "keyword": 0.3})),
+    _c("hybrid-lift", "hybrid: cosine + 0.02 x BM25 / best BM25 (the served default since "
+       "2026-12)", "fusion: keyword lift (0.02) instead of RRF", "hybrid-best", mode=Mode.HYBRID,
+       fusion=Fusion(FusionMethod.LIFT, lift=0.02)),
     _c("hybrid-zscore", "hybrid, legs' scores standardised per query and summed (equal weights)",
        "fusion: z-score score fusion instead of RRF", "hybrid-best", mode=Mode.HYBRID,
        fusion=Fusion(FusionMethod.ZSCORE)),
@@ -159,6 +165,14 @@ def served(config: SearchConfig, source: str) -> EvalConfig:
         name=SERVED, description=f"what POST /v1/search serves ({source}): {described}",
         factor=f"served configuration ({source})", parent=None, mode=config.mode,
         topic_score=config.topic_score, fusion=config.fusion, chain=config.chain)
+
+
+def served_links(base: EvalConfig) -> list[EvalConfig]:
+    """The served configuration with each other post chooser: same topics, other links."""
+    return [replace(base, name=f"{SERVED}-link-{chooser.value}", chooser=chooser, parent=SERVED,
+                    description=f"{base.description}; linked post: {chooser.value}",
+                    factor=f"linked post: {chooser.value} instead of the served chooser")
+            for chooser in (Chooser.FUSED, Chooser.SEMANTIC)]
 
 
 @dataclass

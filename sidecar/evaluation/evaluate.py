@@ -62,7 +62,10 @@ def run_evaluation(
         if not config_names or cfg.SERVED in config_names:
             # Queries with details are served what the profile chose for that shape.
             config = res.profile.config_for(details=dataset.has_details)
-            matrix.configs.append(cfg.served(config, res.profile.source))
+            served = cfg.served(config, res.profile.source)
+            matrix.configs.append(served)
+            if dataset.has_post_qrels:  # a row per post chooser, where posts are judged
+                matrix.configs += cfg.served_links(served)
         if res.reranker_error:
             for name in [c.name for c in wanted.configs if c.stages]:
                 matrix.skipped.setdefault(name, f"cross-encoder failed to load: "

@@ -22,9 +22,12 @@ PROTOCOLS: dict[str, str] = {
         "at least one relevant topic."
     ),
     "post_level": (
-        f"post_hit@5: 1 when one of the posts linked by the top-{POST_K} topics (each topic's "
-        "best post, the one the result's URL points to) has a qrels_post grade >= 1. Only "
-        "replies are judged in qatarliving, so a link to a topic's opening post never counts."
+        f"post_hit@1 / post_hit@{POST_K}: 1 when one of the posts linked by the first 1 / "
+        f"{POST_K} topics (the post each result's URL points to, chosen by the configuration's "
+        "post chooser) has a qrels_post grade >= 1; post_mrr@10: 1 / the rank of the first "
+        "topic whose linked post does; post_good@k: the same with grade 2 (Good), over the "
+        "queries that have a Good post. Only replies are judged in qatarliving, so a link to a "
+        "topic's opening post never counts."
     ),
     "protocol_b": (
         "SemEval-2016 Task 3 subtask B: rank only the query's judged topics. The same pipeline "
@@ -54,7 +57,9 @@ PROTOCOLS: dict[str, str] = {
 CHAIN_METRICS = ("evidence_items", "evidence_hit", "redundancy@5")
 
 LABELS: dict[str, str] = {"hit@1": "Hit@1", "hit@5": "Hit@5", "mrr@10": "MRR@10",
-                          "ndcg@10": "nDCG@10", "post_hit@5": "Post Hit@5", "map_b": "MAP (B)"}
+                          "ndcg@10": "nDCG@10", "post_hit@1": "Post Hit@1",
+                          "post_hit@5": "Post Hit@5", "post_mrr@10": "Post MRR@10",
+                          "map_b": "MAP (B)"}
 
 
 def to_json(run: EvalRun, meta: dict[str, Any], skipped: dict[str, str]) -> dict[str, Any]:
@@ -102,9 +107,9 @@ def to_markdown(doc: dict[str, Any]) -> str:
         f"(state {'reused' if meta['state']['reused'] else 'built'} in "
         f"{meta['state']['timings'].get('total_s', 0):.0f} s). Command: `{meta['command']}`",
         "",
-        "| Config | Factor changed | Hit@1 | Hit@5 | MRR@10 | nDCG@10 | Post Hit@5 | MAP (B) "
-        "| ΔMRR@10 vs baseline [95% CI] | ΔnDCG@10 [95% CI] | W/L/T (RR) | ms/query |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Config | Factor changed | " + " | ".join(LABELS.values())
+        + " | ΔMRR@10 vs baseline [95% CI] | ΔnDCG@10 [95% CI] | W/L/T (RR) | ms/query |",
+        "|---|---|" + "---|" * (len(LABELS) + 4),
     ]
     configs = {c["name"]: c for c in doc["configs"]}
     for name, values in doc["metrics"].items():
@@ -137,13 +142,17 @@ def to_markdown(doc: dict[str, Any]) -> str:
             and config.get("served_with_details") else "served"
         what = f"{config.get('source', '?')}" + (", queries with details" if shape != "served"
                                                  else "")
+        posts = doc["metrics"]["served"].get("post_hit@5") is not None
+        post_cols = " | ΔPost Hit@1 [95% CI] | ΔPost Hit@5 [95% CI]" if posts else ""
         lines += ["", f"Served configuration ({what}): `{config.get(shape)}`", "",
-                  "| Served vs | ΔMRR@10 [95% CI] | ΔHit@5 [95% CI] | ΔnDCG@10 [95% CI] | W/L/T |",
-                  "|---|---|---|---|---|"]
+                  "| Served vs | ΔMRR@10 [95% CI] | ΔHit@5 [95% CI] | ΔnDCG@10 [95% CI]"
+                  f"{post_cols} | W/L/T |", "|---|---|---|---|" + "---|---|" * posts + "---|"]
         for c in served:
+            extra = (f" | {_diff(c['metrics'].get('post_hit@1'))} | "
+                     f"{_diff(c['metrics'].get('post_hit@5'))}") if posts else ""
             lines.append(f"| {c['reference']} | {_diff(c['metrics']['mrr@10'])} | "
-                         f"{_diff(c['metrics']['hit@5'])} | {_diff(c['metrics']['ndcg@10'])} | "
-                         f"{c['wins']}/{c['losses']}/{c['ties']} |")
+                         f"{_diff(c['metrics']['hit@5'])} | {_diff(c['metrics']['ndcg@10'])}"
+                         f"{extra} | {c['wins']}/{c['losses']}/{c['ties']} |")
     chained = [c for c in doc["configs"]
                if any((c.get("chain") or {}).get(k) for k in ("mmr", "boosts", "knee"))]
     if chained:

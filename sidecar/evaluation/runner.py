@@ -46,7 +46,12 @@ DEEP_TOPICS_MAX = 2000
 # evidence items /v1/retrieve keeps (its limit, or fewer after the knee cut-off); evidence_hit:
 # 1 when a relevant topic is among them; redundancy@5: mean pairwise cosine of the posts the
 # first five topics link to (lower = more diverse results).
-METRICS: tuple[str, ...] = ("hit@1", "hit@5", "mrr@10", "ndcg@10", "post_hit@5", "map_b",
+# post_*: the posts the topics link to (post_hit@k: one of the first k topics links to a post
+# graded >= 1; post_mrr@10: 1 / the rank of the first such topic; post_good@k: graded 2, where
+# the dump grades so).
+POST_METRICS: tuple[str, ...] = ("post_hit@1", "post_hit@5", "post_mrr@10", "post_good@1",
+                                 "post_good@5")
+METRICS: tuple[str, ...] = ("hit@1", "hit@5", "mrr@10", "ndcg@10", *POST_METRICS, "map_b",
                             "evidence_items", "evidence_hit", "redundancy@5")
 
 
@@ -126,7 +131,8 @@ def score_query(
     """The per-query metrics of one configuration's rankings (``evidence_items``: how many of
     its first topics ``/v1/retrieve`` would keep as evidence)."""
     ranking = [t.topic_id for t in open_topics[:OPEN_DEPTH]]
-    linked = [t.best.post_id for t in open_topics[:POST_K]]
+    linked = [t.link_id for t in open_topics[:OPEN_DEPTH]]
+    graded = has_posts and any(g >= 2 for g in query.posts.values())
     return {
         "evidence_items": float(evidence_items),
         "evidence_hit": m.hit_at(ranking, query.topics, evidence_items),
@@ -134,7 +140,11 @@ def score_query(
         "hit@5": m.hit_at(ranking, query.topics, 5),
         "mrr@10": m.reciprocal_rank(ranking, query.topics, 10),
         "ndcg@10": m.ndcg_at(ranking, query.topics, 10),
+        "post_hit@1": m.hit_at(linked, query.posts, 1) if has_posts else None,
         "post_hit@5": m.hit_at(linked, query.posts, POST_K) if has_posts else None,
+        "post_mrr@10": m.reciprocal_rank(linked, query.posts, OPEN_DEPTH) if has_posts else None,
+        "post_good@1": m.hit_at(linked, query.posts, 1, min_grade=2) if graded else None,
+        "post_good@5": m.hit_at(linked, query.posts, POST_K, min_grade=2) if graded else None,
         "map_b": m.average_precision(b_ranking, query.topics),
     }
 
@@ -187,7 +197,7 @@ class Runner:
         key = (text, query.details, options, tuple(sorted(config.settings_update().items())))
         if key not in self._deep_lists:
             self._deep_lists[key] = service.find_topics(
-                text, self.deep_topics, options, details=query.details).topics
+                text, self.deep_topics, options, details=query.details, link=0).topics
         return self._deep_lists[key]
 
     def run_config(self, config: EvalConfig) -> ConfigResult:
@@ -221,7 +231,7 @@ class Runner:
             scores["redundancy@5"] = self.redundancy(topics[:POST_K], config.strategy)
             out.append(QueryResult(
                 query_id=query.id, top=[t.topic_id for t in topics[:OPEN_DEPTH]],
-                linked_posts=[t.best.post_id for t in topics[:POST_K]],
+                linked_posts=[t.link_id for t in topics[:POST_K]],
                 first_relevant=m.first_relevant_rank([t.topic_id for t in topics],
                                                      query.topics),
                 scores=scores, b_ranking=b_ranking, b_unranked=len(unranked), ms=ms))
@@ -248,8 +258,8 @@ class Runner:
                 sims = post_similarities(
                     conn, model_id=self.res.model.id, strategy_id=config.strategy,
                     dimensions=self.res.model.dimensions, vector=vector,
-                    post_ids=[t.best.post_id for t in head])
-            scores = [sims.get(t.best.post_id) for t in head]
+                    post_ids=[t.link_id for t in head])
+            scores = [sims.get(t.link_id) for t in head]
         return knee_cut(scores, limit=limit, min_items=flags.knee_min_items,
                         sensitivity=flags.knee_sensitivity).kept
 
@@ -258,9 +268,8 @@ class Runner:
         with self.res.db.connection() as conn:
             vectors = post_vectors(conn, model_id=self.res.model.id, strategy_id=strategy,
                                    dimensions=self.res.model.dimensions,
-                                   post_ids=[t.best.post_id for t in topics])
-        return m.redundancy([vectors[t.best.post_id] for t in topics
-                             if t.best.post_id in vectors])
+                                   post_ids=[t.link_id for t in topics])
+        return m.redundancy([vectors[t.link_id] for t in topics if t.link_id in vectors])
 
     def prime(self) -> None:
         """Embed every query once (one at a time, as a request would) before any timing."""
@@ -283,7 +292,8 @@ def aggregate(queries: Sequence[QueryResult], has_posts: bool) -> dict[str, floa
         values = [q.scores[name] for q in queries if q.scores.get(name) is not None]
         out[name] = m.mean([v for v in values if v is not None]) if values else None
     if not has_posts:
-        out["post_hit@5"] = None
+        for name in POST_METRICS:
+            out[name] = None
     judged = sum(len(q.b_ranking) for q in queries)
     out["b_unranked_share"] = (sum(q.b_unranked for q in queries) / judged) if judged else 0.0
     latencies = sorted(q.ms for q in queries)
@@ -292,9 +302,11 @@ def aggregate(queries: Sequence[QueryResult], has_posts: bool) -> dict[str, floa
     return out
 
 
-COMPARED: tuple[str, ...] = ("mrr@10", "ndcg@10", "hit@5", "map_b")
+COMPARED: tuple[str, ...] = ("mrr@10", "ndcg@10", "hit@5", "map_b", "post_hit@1", "post_hit@5",
+                             "post_mrr@10")
 # The served configuration is also compared with these (besides the baseline).
-SERVED_REFERENCES: tuple[str, ...] = ("semantic-best", "keyword-best", "hybrid-best")
+SERVED_REFERENCES: tuple[str, ...] = ("semantic-best", "keyword-best", "hybrid-best",
+                                       "served-link-fused", "served-link-semantic")
 
 
 def compare_configs(

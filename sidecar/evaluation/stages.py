@@ -9,6 +9,7 @@ configured), in which case the configurations that need it are left out and the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from sidecar.answer.pipeline import load_candidates
@@ -38,10 +39,10 @@ class TopicStage(Protocol):
 class CrossEncoderRerank:
     """The answer pipeline's rerank (``sidecar.answer.rerank``) applied to search candidates.
 
-    As ``POST /v1/retrieve`` does: each of the first ``candidates`` topics is represented by its
-    best fused public posts, the cross-encoder scores (query, post text) pairs in one batch, a
-    topic scores its best post's score and that post becomes the one it links to. Topics beyond
-    ``candidates`` keep their first-stage order after the reranked ones.
+    As ``POST /v1/retrieve`` does: each of the first ``candidates`` topics is represented by the
+    post chooser's first two public posts, the cross-encoder scores (query, post text) pairs in
+    one batch, a topic scores its best post's score and that post becomes the one it links to.
+    Topics beyond ``candidates`` keep their first-stage order after the reranked ones.
     """
 
     def __init__(self, res: Resources, candidates: int) -> None:
@@ -62,10 +63,9 @@ class CrossEncoderRerank:
         reranked = []
         for c in by_relevance(candidates):
             best = c.best_post.post_id
-            posts = sorted(c.topic.posts, key=lambda p: p.post_id != best)  # best first, stable
-            reranked.append(TopicHit(topic_id=c.topic.topic_id,
-                                     score=c.score if c.score is not None else c.topic.score,
-                                     posts=tuple(posts)))
+            order = [best, *(pid for pid in c.topic.link_order() if pid != best)]
+            reranked.append(replace(c.topic, score=c.score if c.score is not None
+                                    else c.topic.score, answers=tuple(order)))
         return reranked + tail
 
 

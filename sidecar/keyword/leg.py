@@ -137,10 +137,12 @@ def keyword_leg(
     k: int,
     max_words: int = 0,
     question_words: int = 0,
+    exclude_topics: frozenset[int] = frozenset(),
 ) -> list[PostHit]:
     """The ``k`` best public posts for ``query`` by BM25, best first (score = BM25); a plain
     question is searched with its ``max_words`` rarest words (0: all of them), and a query of
-    more than ``question_words`` words (0: any length) is a plain question."""
+    more than ``question_words`` words (0: any length) is a plain question; posts of
+    ``exclude_topics`` are dropped like private ones."""
     tsquery, relaxed = keyword_tsquery(conn, ts_config, query, question_words)
     node = parse_tsquery(tsquery) if tsquery else None
     if node is None or not positive_lexemes(node):
@@ -158,7 +160,7 @@ def keyword_leg(
         if not page:
             break
         ids = [int(i or 0) for i in searcher.fast_field_values("post_id", [a for _, a in page])]
-        public = ksql.public_topics(conn, ids)
+        public = ksql.public_topics(conn, ids, sorted(exclude_topics))
         # Equal scores are ordered by post id, as every node would (not by segment order).
         found = sorted((-score, post_id) for (score, _), post_id in zip(page, ids, strict=True)
                        if post_id in public)

@@ -19,6 +19,7 @@ from sidecar.profile import (
     ServedModel,
     load_served,
     read_profile,
+    settings_config,
     updated_profile,
     write_profile,
 )
@@ -40,7 +41,7 @@ def test_tuning_one_shape_keeps_the_other(tmp_path: Path) -> None:
     # With details first, on a forum without a profile: plain queries keep the settings' search.
     first = updated_profile(path, tuned("m", KEYWORD, "details"), details=True, settings=settings)
     assert first.with_details is not None and first.with_details.served == KEYWORD
-    assert first.served == ServedModel.of(SearchConfig())  # the settings' default
+    assert first.served == ServedModel.of(settings_config(settings))  # the settings' default
     write_profile(path, first)
     # Then plain queries: the details slot stays.
     second = updated_profile(path, tuned("m", SEMANTIC, "plain"), details=False,

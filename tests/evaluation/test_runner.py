@@ -22,7 +22,9 @@ from sidecar.search import SearchOptions
 from tests.evaluation.conftest import PRIVATE_TOPIC, QUERIES, write_eval_dump
 
 # The catalogue's default configurations, then what POST /v1/search serves.
-DEFAULT_NAMES = [c.name for c in CATALOGUE if c.default and not c.stages] + ["served"]
+# The tiny dump grades posts: the served configuration also runs with the other post choosers.
+DEFAULT_NAMES = [c.name for c in CATALOGUE if c.default and not c.stages] + [
+    "served", "served-link-fused", "served-link-semantic"]
 
 
 @pytest.fixture
@@ -37,12 +39,15 @@ def test_runs_the_default_matrix_and_skips_rerank_without_a_cross_encoder(
 ) -> None:
     names = [c["name"] for c in doc["configs"]]
     assert names == DEFAULT_NAMES  # the baseline first, then the catalogue order, then served
-    # Without a search profile, the settings decide what is served (today's hybrid RRF).
-    assert meta_served(doc) == {"source": "settings", "served": {
+    # Without a search profile, the settings decide what is served (the keyword lift).
+    served = meta_served(doc)
+    assert served["source"] == "settings" and served["served_by"]["source"] == "settings"
+    assert served["served"] == {
         "mode": "hybrid", "legs": ["semantic", "keyword"], "topic_score": "best",
-        "fusion": {"method": "rrf", "weights": {}, "rrf_k": 60}}}
+        "fusion": {"method": "lift", "lift": 0.02}}
     served_vs = {c["reference"] for c in doc["comparisons"] if c["config"] == "served"}
-    assert served_vs == {"semantic-best", "keyword-best", "hybrid-best"}
+    assert served_vs == {"semantic-best", "keyword-best", "hybrid-best", "served-link-fused",
+                         "served-link-semantic"}
     assert set(doc["skipped"]) == {"semantic-best-rerank", "hybrid-best-rerank",
                                    "hybrid-best-rerank-knee"}
     assert all("cross-encoder" in reason for reason in doc["skipped"].values())
@@ -56,7 +61,8 @@ def test_runs_the_default_matrix_and_skips_rerank_without_a_cross_encoder(
 
 def meta_served(doc: dict[str, Any]) -> dict[str, Any]:
     """The served configuration named in the result's meta (without the free-text note)."""
-    return {k: v for k, v in doc["meta"]["service_config"].items() if k in ("source", "served")}
+    return {k: v for k, v in doc["meta"]["service_config"].items()
+            if k in ("source", "served", "served_by")}
 
 
 def test_per_query_scores_follow_from_the_rankings(doc: dict[str, Any]) -> None:

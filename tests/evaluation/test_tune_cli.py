@@ -43,7 +43,9 @@ def test_tune_on_the_demo_dump_then_eval_and_search_serve_the_profile(
     assert service["source"] == "profile" and service["digest"] == digest
     assert service["served"] == doc["served"]["describe"]
     served_vs = {c["reference"] for c in ev["comparisons"] if c["config"] == "served"}
-    assert served_vs == {"semantic-best", "keyword-best"}
+    # the demo grades posts: the served links are also compared with the other choosers
+    assert served_vs == {"semantic-best", "keyword-best", "served-link-fused",
+                         "served-link-semantic"}
     assert "Served configuration (profile)" in result.output
 
     # The API serves it too, and says so in /v1/health.

@@ -1,0 +1,52 @@
+"""The linked post over HTTP on the demo forum: the reply that answers, never a private one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def first(client: Any, auth: dict[str, str], query: str, **extra: Any) -> dict[str, Any]:
+    resp = client.post("/v1/search", json={"query": query, "limit": 3, **extra}, headers=auth)
+    assert resp.status_code == 200, resp.json
+    result: dict[str, Any] = resp.json["results"][0]
+    return result
+
+
+def test_a_solved_topic_links_its_accepted_answer(client: Any, auth: dict[str, str]) -> None:
+    result = first(client, auth, "quiet mini PC for a 24/7 Proxmox node, fan noise in the BIOS")
+    assert result["topic_id"] == 2
+    assert result["post"]["id"] == 6  # the accepted answer, not the question (post 5)
+    assert result["post"]["chosen"] == "accepted answer"
+    assert result["url"].endswith("/t/quietest-mini-pc-for-a-24-7-proxmox-node/2/2")
+
+
+def test_each_chooser_links_a_different_post_of_the_same_topic(
+    client: Any, auth: dict[str, str]
+) -> None:
+    # Topic 9's question (post 70) repeats the query's words; its accepted answer is post 71.
+    query = "WireGuard behind CGNAT with a VPS relay and PersistentKeepalive"
+    served = first(client, auth, query)
+    assert served["topic_id"] == 9 and served["post"]["id"] == 71
+    trace = client.post("/v1/search", json={"query": query, "limit": 3},
+                        headers=auth).json["trace"]
+    link = next(s for s in trace if s["step"] == "link")
+    assert link["status"] == "done" and link["detail"]["chooser"] == "answer"
+    assert link["detail"]["reasons"]["accepted answer"] >= 1
+
+
+def test_the_linked_post_is_never_a_hidden_one(client: Any, auth: dict[str, str]) -> None:
+    # Post 74 (hidden spam in topic 9) is the most similar post to its own words.
+    result = first(client, auth, "FREE unlimited VPN tunnels work through any CGNAT")
+    assert result["post"]["id"] != 74
+    for r in client.post("/v1/search", json={"query": "FREE unlimited VPN tunnels CGNAT",
+                                             "limit": 10}, headers=auth).json["results"]:
+        assert r["post"]["id"] != 74
+
+
+def test_retrieve_cites_the_linked_post(client: Any, auth: dict[str, str]) -> None:
+    resp = client.post("/v1/retrieve", headers=auth, json={"messages": [
+        {"role": "user", "content": "How do I get WireGuard through CGNAT with a cheap VPS?"}]})
+    assert resp.status_code == 200, resp.json
+    evidence = {e["topic_id"]: e for e in resp.json["evidence"]}
+    assert evidence[9]["post_id"] == 71
+    assert evidence[9]["url"].endswith("/9/2")
