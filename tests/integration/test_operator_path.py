@@ -196,7 +196,7 @@ def test_sidecar_run_works_webhook_deliveries_with_its_own_worker(tmp_path: Path
         while True:  # the worker `sidecar run` started embeds it
             found = httpx.post(f"{base}/v1/search", headers=auth, timeout=30, json={
                 "query": "descale the espresso machine with citric acid", "mode": "semantic",
-                "limit": 1}).json()["results"]
+                "link": "semantic", "limit": 1}).json()["results"]
             if found and found[0]["post"]["id"] == post_id:
                 break
             assert time.monotonic() < deadline, found

@@ -73,7 +73,8 @@ def post_payload(post: dict[str, Any], archetype: str = "regular") -> dict[str, 
 
 
 def search_post_ids(api: Any) -> list[int]:
-    resp = api.post("/v1/search", json={"query": QUESTION, "limit": 3, "mode": "semantic"},
+    resp = api.post("/v1/search", json={"query": QUESTION, "limit": 3, "mode": "semantic",
+                                        "link": "semantic"},  # the most similar post
                     headers=AUTH)
     assert resp.status_code == 200, resp.json
     return [r["post"]["id"] for r in resp.json["results"]]
