@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sidecar.core.answerability import ZoneCalibration
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod, parse_weights
 from sidecar.core.searchconfig import SearchConfig
@@ -99,8 +100,38 @@ class ProfileSlot(BaseModel):
     tuning: dict[str, Any] = Field(default_factory=dict)
 
 
+class ZoneCalibrationModel(BaseModel):
+    """JSON form of :class:`ZoneCalibration` (``sidecar calibrate``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    abstain: float
+    normal: float
+    abstain_pct: float = Field(ge=0, le=100)
+    normal_pct: float = Field(ge=0, le=100)
+    questions: int = Field(ge=1)
+    created_at: str
+    quantiles: list[float] = Field(default_factory=list)
+
+    def to_calibration(self, scorer: str) -> ZoneCalibration:
+        """The core value (ValueError when the thresholds are out of order)."""
+        if self.abstain > self.normal:
+            raise ValueError(f"zones of {scorer}: abstain above normal")
+        return ZoneCalibration(scorer=scorer, abstain=self.abstain, normal=self.normal,
+                               abstain_pct=self.abstain_pct, normal_pct=self.normal_pct,
+                               questions=self.questions, created_at=self.created_at,
+                               quantiles=tuple(self.quantiles))
+
+    @classmethod
+    def of(cls, cal: ZoneCalibration) -> ZoneCalibrationModel:
+        """From the core value."""
+        return cls(abstain=cal.abstain, normal=cal.normal, abstain_pct=cal.abstain_pct,
+                   normal_pct=cal.normal_pct, questions=cal.questions,
+                   created_at=cal.created_at, quantiles=list(cal.quantiles))
+
+
 class SearchProfile(BaseModel):
-    """The file ``sidecar tune`` writes."""
+    """The file ``sidecar tune`` and ``sidecar calibrate`` write."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -116,6 +147,16 @@ class SearchProfile(BaseModel):
     with_details: ProfileSlot | None = Field(
         default=None, description="Served to queries that come with details (tuned on "
                                   "judged queries of that shape); absent: `served`.")
+    zones: dict[str, ZoneCalibrationModel] = Field(
+        default_factory=dict, description="Zone thresholds per scorer (e.g. "
+        "'bi-encoder:all-minilm-l6-v2'), calibrated on the forum's own questions by "
+        "`sidecar calibrate`; a scorer not named keeps the settings' thresholds.")
+
+    @property
+    def tuned(self) -> bool:
+        """Whether ``sidecar tune`` chose a served search (not only zones calibrated)."""
+        details = self.with_details.tuning if self.with_details is not None else {}
+        return bool(self.tuning.get("judgements") or details.get("judgements"))
 
     def with_slot(self, slot: ProfileSlot, *, details: bool) -> SearchProfile:
         """This profile with one shape's slot replaced (the other kept)."""
@@ -135,6 +176,14 @@ class ProfileState:
     note: str | None = None
     profile: SearchProfile | None = None
     details_config: SearchConfig | None = None  # queries with details, when tuned apart
+
+    def zones_for(self, scorer: str) -> ZoneCalibration | None:
+        """The calibrated zone thresholds of a scorer, when the profile applies and has them."""
+        # Keyed by scorer, which names its model: another model's thresholds never apply.
+        if self.profile is None:
+            return None
+        found = self.profile.zones.get(scorer)
+        return found.to_calibration(scorer) if found is not None else None
 
     def config_for(self, *, details: bool) -> SearchConfig:
         """What a query of this shape is served."""
@@ -174,6 +223,10 @@ class ProfileState:
                 out["held_out_with_details"] = slot.tuning["held_out"]
         if self.note:
             out["note"] = self.note
+        if self.profile is not None and self.profile.zones:
+            out["zones"] = {scorer: {"abstain": z.abstain, "normal": z.normal,
+                                     "questions": z.questions, "created_at": z.created_at}
+                            for scorer, z in self.profile.zones.items()}
         return out
 
 
@@ -194,6 +247,8 @@ def read_profile(path: Path) -> tuple[SearchProfile, str]:
         profile.served.to_config()  # weights checked here
         if profile.with_details is not None:
             profile.with_details.served.to_config()
+        for scorer, zones in profile.zones.items():
+            zones.to_calibration(scorer)
     except (json.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0]
         raise ConfigurationError(f"search profile {path} is not valid: {first}") from exc
@@ -225,6 +280,10 @@ def load_served(settings: Settings, model_name: str) -> ProfileState:
         log.warning("search profile %s: %s", path, note)
         return ProfileState(config=base, source="settings", path=path, digest=digest,
                             note=note, profile=profile)
+    if not profile.tuned:  # zone thresholds only (`sidecar calibrate`): the settings search
+        return ProfileState(config=base, source="settings", path=path, digest=digest,
+                            note="search profile holds zone thresholds only: the search is "
+                                 "the settings'", profile=profile)
     details = profile.with_details.served.to_config() if profile.with_details else None
     return ProfileState(config=profile.served.to_config(), source="profile", path=path,
                         digest=digest, profile=profile, details_config=details)
@@ -248,3 +307,34 @@ def updated_profile(path: Path, new: SearchProfile, *, details: bool,
                              served=ServedModel.of(settings_config(settings)), tuning=untuned)
     return base.with_slot(slot, details=details).model_copy(
         update={"created_at": new.created_at})
+
+
+def with_zones(path: Path, calibration: ZoneCalibration, *, model: str, strategy: int,
+               settings: Settings) -> SearchProfile:
+    """The profile to write after calibrating one scorer's zones: the file's profile (when it
+    was made with the same model and strategy) with that scorer's thresholds replaced."""
+    base: SearchProfile | None = None
+    if path.is_file():
+        try:
+            base, _ = read_profile(path)
+        except ConfigurationError as exc:
+            log.warning("%s; replacing it", exc)
+    if base is None or (base.model, base.strategy) != (model, strategy):
+        base = SearchProfile(model=model, strategy=strategy,
+                             served=ServedModel.of(settings_config(settings)),
+                             tuning={"note": "not tuned: the settings' configuration"})
+    zones = {**base.zones, calibration.scorer: ZoneCalibrationModel.of(calibration)}
+    return base.model_copy(update={"zones": zones})
+
+
+def profile_zones(settings: Settings) -> dict[str, ZoneCalibration]:
+    """The calibrated zones of the profile file, by scorer (none without a valid file)."""
+    path = settings.profile_path()
+    if not path.is_file():
+        return {}
+    try:
+        profile, _ = read_profile(path)
+    except ConfigurationError as exc:
+        log.warning("%s: no calibrated zones", exc)
+        return {}
+    return {scorer: z.to_calibration(scorer) for scorer, z in profile.zones.items()}

@@ -23,11 +23,11 @@ from sidecar.core.knee import knee_cut
 from sidecar.core.trace import StepFailed, Trace
 from sidecar.core.types import TopicHit
 from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
-from sidecar.db.evidence_read import neighbour_posts, post_similarities
+from sidecar.db.evidence_read import neighbour_posts
 from sidecar.db.forum_read import PostRecord, public_posts
 from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.errors import ConfigurationError
-from sidecar.search import SearchOptions
+from sidecar.search import SearchOptions, SearchOutcome
 from sidecar.settings import Settings
 
 if TYPE_CHECKING:  # the resources build the pipeline (Resources.retrieval)
@@ -36,7 +36,24 @@ if TYPE_CHECKING:  # the resources build the pipeline (Resources.retrieval)
 log = logging.getLogger(__name__)
 
 # Stages that a gated request never reaches, in pipeline order.
-_SEARCH_STAGES = ("condense", "embed", "semantic", "keyword", "fuse", "aggregate", "rerank")
+_SEARCH_STAGES = ("condense", "embed", "semantic", "keyword", "fuse", "aggregate", "link",
+                  "rerank")
+
+
+@dataclass
+class Assessment:
+    """What one query found and the zone it gets, before any evidence is written."""
+
+    found: SearchOutcome
+    candidates: list[Candidate]  # reranked (or in fused order), best first
+    kept: list[Candidate]  # the first ``limit``
+    kind: ScorerKind
+    scorer: str
+    top: float | None  # the best kept score: what the zone reads
+    zone: Zone
+    reason: str
+    rerank_error: str | None
+    options: SearchOptions
 
 
 @dataclass
@@ -183,36 +200,59 @@ class RetrievalPipeline:
                 raise StepFailed(condensed.reason or "LLM failure")
         return condensed
 
+    def zone_limits(self, kind: ScorerKind, scorer: str) -> tuple[Thresholds, str]:
+        """The thresholds a scorer is judged by, and where they come from: the forum's own
+        calibration (`sidecar calibrate`, in the search profile), else the settings."""
+        calibrated = self.res.profile.zones_for(scorer)
+        if calibrated is not None:
+            return Thresholds(calibrated.abstain, calibrated.normal), calibrated.source()
+        return thresholds(self.settings, kind), "the settings' thresholds (not calibrated)"
+
+    def assess(self, query: str, limit: int, trace: Trace,
+               exclude: frozenset[int] = frozenset()) -> Assessment:
+        """Search wide, rerank and decide the zone of one standalone query (nothing stored):
+        what ``/v1/retrieve`` does before the evidence, and what the zone calibration and its
+        evaluation ask of the forum (with ``exclude``: topics hidden from both legs)."""
+        wide = max(3 * limit, self.settings.rerank_candidates_min)
+        options = SearchOptions(exclude_topics=exclude)
+        found = self.res.search.find_topics(query, wide, options, trace)
+        candidates = load_candidates(self.res, found.topics)
+        candidates, kind, rerank_error = self._rerank(query, candidates, limit, trace)
+        reranker = self.res.reranker
+        with trace.step("zone") as detail:
+            if kind is ScorerKind.BI_ENCODER:
+                # A topic's relevance: its public post most similar to the question (the
+                # chooser read them all); its evidence stays the linked post.
+                for c in candidates:
+                    c.scores = [c.topic.similarity]
+            kept = candidates[:limit]
+            scores = [c.score for c in kept if c.score is not None]
+            top = max(scores) if scores else None
+            scorer = (f"cross-encoder:{reranker.name}" if kind is ScorerKind.CROSS_ENCODER
+                      and reranker is not None else f"bi-encoder:{self.res.model.name}")
+            limits, source = self.zone_limits(kind, scorer)
+            decision = decide_zone(kind, top, limits)
+            reason = f"{decision.reason} ({source})" if top is not None else decision.reason
+            if rerank_error is not None:
+                reason = f"cross-encoder unavailable, zone from the bi-encoder: {reason}"
+            detail.update(zone=decision.zone.value, reason=reason, scorer=scorer,
+                          top_score=None if top is None else round(top, 6),
+                          abstain_below=limits.abstain, normal_from=limits.normal,
+                          thresholds=source)
+        return Assessment(found=found, candidates=candidates, kept=kept, kind=kind,
+                          scorer=scorer, top=top, zone=decision.zone, reason=reason,
+                          rerank_error=rerank_error, options=options)
+
     def _search(
         self, turns: Sequence[Turn], limit: int, gate: GateDecision, trace: Trace
     ) -> RetrievalOutcome:
         condensed = self._condense(turns, trace)
         query = self.res.search.check_query(condensed.query)
-        wide = max(3 * limit, self.settings.rerank_candidates_min)
-        options = SearchOptions()
-        found = self.res.search.find_topics(query, wide, options, trace)
-        candidates = load_candidates(self.res, found.topics)
-
-        candidates, kind, rerank_error = self._rerank(query, candidates, limit, trace)
-        reranker = self.res.reranker
-
-        with trace.step("zone") as detail:
-            if kind is ScorerKind.BI_ENCODER and candidates:
-                self._cosines(candidates, found.vector)
-            kept = candidates[:limit]
-            scores = [c.score for c in kept if c.score is not None]
-            top = max(scores) if scores else None
-            decision = decide_zone(kind, top, thresholds(self.settings, kind))
-            reason = decision.reason
-            if rerank_error is not None:
-                reason = f"cross-encoder unavailable, zone from the bi-encoder: {reason}"
-            scorer = (f"cross-encoder:{reranker.name}" if kind is ScorerKind.CROSS_ENCODER
-                      and reranker is not None else f"bi-encoder:{self.res.model.name}")
-            limits = thresholds(self.settings, kind)
-            detail.update(zone=decision.zone.value, reason=reason, scorer=scorer,
-                          top_score=None if top is None else round(top, 6),
-                          abstain_below=limits.abstain,
-                          normal_from=limits.normal)
+        assessed = self.assess(query, limit, trace)
+        candidates, kept, top = assessed.candidates, assessed.kept, assessed.top
+        decision = ZoneDecision(assessed.zone, assessed.reason)
+        reason, scorer, rerank_error = assessed.reason, assessed.scorer, assessed.rerank_error
+        options = assessed.options
 
         flags = self.res.search.chain_flags(options)
         if flags.knee:  # with the knee off there is no knee step at all
@@ -278,23 +318,6 @@ class RetrievalPipeline:
         return candidates, kind, rerank_error
 
     # --- helpers ------------------------------------------------------------------------
-
-    def _cosines(self, candidates: Sequence[Candidate], vector: Any) -> None:
-        """Bi-encoder relevance: cosine of the query and the topic's best fused post.
-
-        Only that post is scored, so it stays the evidence: without a cross-encoder the hybrid
-        order (both legs agreeing) is a better judge of which post to show than cosine alone.
-        """
-        ids = [c.posts[0].post_id for c in candidates]
-        if vector is None:
-            sims: dict[int, float] = {}
-        else:
-            with self.res.db.connection() as conn:
-                sims = post_similarities(
-                    conn, model_id=self.res.model.id, strategy_id=self.settings.strategy,
-                    dimensions=self.res.model.dimensions, vector=vector, post_ids=ids)
-        for c in candidates:
-            c.scores = [sims.get(c.posts[0].post_id)]
 
     def _evidence(self, kept: Sequence[Candidate], query: str) -> list[dict[str, Any]]:
         n_neighbours = self.settings.evidence_neighbours

@@ -275,8 +275,9 @@ def label(retrieval_id: str) -> ResponseReturnValue:
 @pages.get("/calibration")
 def calibration() -> ResponseReturnValue:
     """The calibration report."""
-    return _page("moderation_calibration.html", reports=_service().calibration(),
-                 configured=_configured())
+    service = _service()
+    return _page("moderation_calibration.html", charts=service.calibration_charts(),
+                 zones=service.zones, configured=_configured())
 
 
 @pages.app_template_filter("moderation_href")

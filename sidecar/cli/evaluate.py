@@ -36,12 +36,21 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
                    "its details (subject+body: title as the query, body as its details).")
 @click.option("--no-png", is_flag=True, help="Skip the chart.")
 @click.option("--list-configs", is_flag=True, help="List the configurations and exit.")
+@click.option("--part", type=click.Choice(["retrieval", "zones"]), default="retrieval",
+              show_default=True,
+              help="retrieval: the configuration matrix; zones: answer or abstain (answerable, "
+                   "leave-out, out of domain), with the zones calibrated on the forum itself.")
+@click.option("--ood", "ood", multiple=True, type=click.Path(path_type=Path),
+              help="--part zones: a dump whose queries are out of domain here (repeatable).")
+@click.option("--folds", type=click.IntRange(min=2), default=3, show_default=True,
+              help="--part zones: leave-out folds (each hides 1/folds of the judged topics).")
 @click.option("--allow-rejected", is_flag=True,
               help="Evaluate even if the dump's import rejects rows (they are left out).")
 @click.pass_obj
 def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline: str, out: Path,
              seed: int, resamples: int, query_fields: str, no_png: bool,
-             list_configs: bool, allow_rejected: bool) -> None:
+             list_configs: bool, allow_rejected: bool, part: str, ood: tuple[Path, ...],
+             folds: int) -> None:
     """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
 
     The dump is imported and embedded once into a database of its own (reused while the dump,
@@ -59,6 +68,10 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
     if not (dump / "queries.jsonl").is_file():
         raise click.UsageError(
             f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
+    if part == "zones":
+        _zones(settings, dump, ood, folds=folds, seed=seed, out=out, png=not no_png,
+               resamples=resamples)
+        return
     from sidecar.evaluation.evaluate import run_evaluation
     from sidecar.evaluation.report import to_markdown, write_outputs
 
@@ -72,3 +85,26 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
         click.echo(f"written ({kind}): {path}")
     if "png" not in written and not no_png:
         click.echo("no chart: matplotlib is not installed (pip install '.[dev]')", err=True)
+
+
+def _zones(settings: Settings, dump: Path, ood: tuple[Path, ...], *, folds: int, seed: int,
+           out: Path, png: bool, resamples: int) -> None:
+    """`sidecar eval --part zones`: write FILE.json, FILE.md (and FILE.png)."""
+    # Heavy (numpy, scikit-learn, the models): loaded when the command runs.
+    import json
+
+    from sidecar.evaluation.zones import run_zones
+    from sidecar.evaluation.zones_render import to_markdown
+
+    for path in ood:
+        if not (path / "queries.jsonl").is_file():
+            raise click.UsageError(f"--ood {path}: no queries.jsonl there")
+    doc = run_zones(settings, dump, ood=ood, folds=folds, seed=seed,
+                    resamples=min(resamples, 2000),
+                    out_png=out.with_suffix(".png") if png else None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    text = to_markdown(doc)
+    out.with_suffix(".md").write_text(text)
+    click.echo(text)
+    click.echo(f"written (json): {out}")

@@ -10,6 +10,7 @@ import click
 
 from sidecar.cli.backfill import backfill
 from sidecar.cli.bench import bench
+from sidecar.cli.calibrate import calibrate_cmd
 from sidecar.cli.evaluate import evaluate
 from sidecar.cli.jobs import queues_cmd, worker
 from sidecar.cli.keyword import keyword
@@ -95,6 +96,6 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 # Commands live in one module per concern, registered here.
 for _command in (
     run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
-    retrievals, evaluate, tune_cmd, bench, keyword, dump_mail,
+    retrievals, evaluate, tune_cmd, calibrate_cmd, bench, keyword, dump_mail,
 ):
     main.add_command(_command)

@@ -34,9 +34,10 @@ def _serve(settings: Settings, workers: int | None) -> None:
 @click.pass_obj
 def prepare(settings: Settings) -> None:
     """Prepare the model, migrate, load the demo forum and embed it; then exit."""
-    from sidecar.bootstrap import backfill_sync, load_demo
+    from sidecar.bootstrap import backfill_sync, load_demo, sync_keyword
     from sidecar.model_setup import ensure_model
     from sidecar.resources import start_resources
+    from sidecar.zone_calibration import ensure_zones
 
     click.echo("preparing the embedding model ...")
     ensure_model(settings)
@@ -50,6 +51,9 @@ def prepare(settings: Settings) -> None:
                            f" ({report.posts.inserted} new, {report.posts.updated} updated)")
         done = backfill_sync(res, settings.strategy)
         click.echo(f"embeddings: {done.embedded} embedded, {done.unchanged} unchanged")
+        # Answer zones from the forum's own questions, before anyone labels anything.
+        sync_keyword(res)
+        click.echo(ensure_zones(res))
     finally:
         res.close()
 

@@ -68,6 +68,9 @@ class TopicHit:
     posts: tuple[FusedPost, ...]
     answers: tuple[int, ...] = ()
     link_reason: str = ""
+    # The stored similarity of its public post most similar to the question (set with
+    # ``answers``; None without a query vector): the bi-encoder's relevance of the topic.
+    similarity: float | None = None
 
     @property
     def best(self) -> FusedPost:

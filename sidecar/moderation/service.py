@@ -14,7 +14,9 @@ from sidecar.db import moderation as repo
 from sidecar.db.moderation import ReviewCounts, ReviewItem
 from sidecar.db.public import public_post_ids
 from sidecar.errors import InvalidInput, NotFound
+from sidecar.moderation.chart import zone_chart_svg
 from sidecar.moderation.models import LabelRequest, ReviewFilters
+from sidecar.profile import profile_zones
 from sidecar.settings import Settings
 
 
@@ -95,9 +97,15 @@ class ModerationService:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
+        # The forum's calibrated zones, read once like the API nodes read the profile.
+        self.zones = profile_zones(settings)
 
-    def thresholds(self, kind: ScorerKind) -> Thresholds:
-        """The configured zone thresholds of a kind of scorer."""
+    def thresholds(self, kind: ScorerKind, scorer: str | None = None) -> Thresholds:
+        """The zone thresholds a scorer is judged by: the forum's calibration, else the
+        settings' thresholds of its kind."""
+        calibrated = self.zones.get(scorer or "")
+        if calibrated is not None:
+            return Thresholds(abstain=calibrated.abstain, normal=calibrated.normal)
         s = self.settings
         if kind is ScorerKind.CROSS_ENCODER:
             return Thresholds(abstain=s.zone_ce_abstain, normal=s.zone_ce_normal)
@@ -159,9 +167,14 @@ class ModerationService:
 
     def calibration(self) -> list[ScorerReport]:
         """One report per labelled cross-encoder or bi-encoder scorer."""
+        return [report for report, _ in self.calibration_charts()]
+
+    def calibration_charts(self) -> list[tuple[ScorerReport, str]]:
+        """Each labelled or calibrated scorer's report with its zone chart (inline SVG)."""
         with self.db.connection() as conn:
             labelled = repo.labelled_scores(conn)
-            scorers = sorted({r.scorer for r in labelled if scorer_kind(r.scorer)})
+            scorers = sorted({r.scorer for r in labelled if scorer_kind(r.scorer)}
+                             | {s for s in self.zones if scorer_kind(s)})
             scores = repo.stored_scores(conn, scorers)
         reports = []
         for scorer in scorers:
@@ -175,6 +188,7 @@ class ModerationService:
                 )
                 for r in labelled if r.scorer == scorer
             ]
-            reports.append(calibrate_scorer(scorer, kind, self.thresholds(kind), points,
-                                            scores.get(scorer, [])))
+            limits = self.thresholds(kind, scorer)
+            report = calibrate_scorer(scorer, kind, limits, points, scores.get(scorer, []))
+            reports.append((report, zone_chart_svg(self.zones.get(scorer), points, limits)))
         return reports

@@ -50,3 +50,18 @@ def test_retrieve_cites_the_linked_post(client: Any, auth: dict[str, str]) -> No
     evidence = {e["topic_id"]: e for e in resp.json["evidence"]}
     assert evidence[9]["post_id"] == 71
     assert evidence[9]["url"].endswith("/9/2")
+
+
+def test_left_out_topics_never_come_back(demo_state: Any) -> None:
+    from sidecar.core.types import Mode
+    from sidecar.search import SearchOptions
+
+    query = "WireGuard behind CGNAT with a VPS relay and PersistentKeepalive"
+    for mode in Mode:
+        found = demo_state.search.find_topics(query, 20, SearchOptions(mode=mode)).topics
+        assert found[0].topic_id == 9
+        hidden = frozenset({9, found[1].topic_id})
+        left = demo_state.search.find_topics(
+            query, 20, SearchOptions(mode=mode, exclude_topics=hidden)).topics
+        assert left and not {t.topic_id for t in left} & hidden
+        assert {p.topic_id for t in left for p in t.posts}.isdisjoint(hidden)

@@ -169,3 +169,31 @@ def test_logout(mod_client: Any) -> None:
     resp = mod_client.post("/moderation/logout", data={"csrf": csrf_of(page)})
     assert resp.status_code == 303
     assert mod_client.get("/moderation/").status_code == 303
+
+
+def test_calibration_page_charts_the_forums_own_zones(
+    mod_client: Any, mod_state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sidecar.core.answerability import calibrate
+
+    scorer = f"bi-encoder:{mod_state.model.name}"
+    zones = calibrate([i / 100 for i in range(30, 90)], scorer=scorer,
+                      created_at="2026-12-02T00:00:00+00:00")
+    service = mod_state.moderation()
+    monkeypatch.setattr(service, "zones", {scorer: zones})
+    login(mod_client, next_="/moderation/calibration")
+    page = mod_client.get("/moderation/calibration").get_data(as_text=True)
+    assert scorer in page
+    assert "calibrated on 60 of this forum" in page and f"{zones.normal:.4f}" in page
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    for part in ("curve-calibration", "threshold-abstain", "threshold-normal"):
+        assert part in svg
+    assert "<script" not in page
+    # The labels' report judges the scorer by the thresholds it is served.
+    assert service.thresholds(service_kind(scorer), scorer).normal == zones.normal
+
+
+def service_kind(scorer: str) -> Any:
+    from sidecar.core.calibration import scorer_kind
+
+    return scorer_kind(scorer)

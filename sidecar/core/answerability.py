@@ -1,0 +1,99 @@
+"""Zone thresholds calibrated on the forum itself, before anyone labels anything (pure).
+
+A fixed cosine threshold that means "answer" on one forum means "unsure" on another: scores
+depend on the model, the forum's subjects and how its members write. What a forum holds tells
+where its scores sit when the answer is *not* there: its own opening posts, each asked as a
+question of the forum without its own topic (hidden from both legs, as the evaluation's
+leave-out does), are questions of the forum's subject that the rest of the forum does not
+answer. Their best scores give
+
+* the **normal** threshold: the ``normal_pct`` percentile of those scores (80 by default), so
+  that about that share of in-domain questions the forum never answered get *cautious* or
+  *abstain* rather than *normal*;
+* the **abstain** threshold: the ``abstain_pct`` percentile (10 by default): below it a question
+  is farther from the forum than nine in ten of its own questions are from each other, which
+  is where off-topic questions fall.
+
+Measured on two judged forums with ``sidecar eval --part zones`` (docs/answerability.md): the
+calibration is what makes the abstain zone hold across forums; no score of one bi-encoder
+separates "answered here" from "asked here, answered nowhere" well (AUROC 0.62-0.63), so the
+normal threshold trades answered questions for honesty, on purpose.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# Quantiles kept with a calibration (every 5%): enough to draw its curve and to say how many
+# of the forum's unanswered questions a threshold lets through.
+QUANTILE_STEP = 5
+MIN_QUESTIONS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneCalibration:
+    """Thresholds of one scorer, calibrated on ``questions`` of the forum's own questions."""
+
+    scorer: str
+    abstain: float
+    normal: float
+    abstain_pct: float
+    normal_pct: float
+    questions: int
+    created_at: str
+    quantiles: tuple[float, ...]  # the leave-out scores at 0, 5, ..., 100 %
+
+    def share_above(self, threshold: float) -> float:
+        """About how many of the forum's unanswered questions score ``threshold`` or more."""
+        qs = self.quantiles
+        if not qs:
+            return 0.0
+        i = bisect.bisect_left(qs, threshold)
+        if i == 0:
+            return 1.0
+        if i >= len(qs):
+            return 0.0
+        lo, hi = qs[i - 1], qs[i]
+        frac = (threshold - lo) / (hi - lo) if hi > lo else 1.0
+        below = (i - 1 + frac) * QUANTILE_STEP / 100
+        return round(max(0.0, min(1.0, 1.0 - below)), 4)
+
+    def source(self) -> str:
+        """How the zone reason names these thresholds."""
+        return (f"calibrated on {self.questions} of this forum's own questions "
+                f"({self.created_at[:10]})")
+
+
+def calibrate(scores: Sequence[float], *, scorer: str, created_at: str,
+              abstain_pct: float = 10.0, normal_pct: float = 80.0) -> ZoneCalibration:
+    """Thresholds from the best scores of the forum's own questions asked without their topic.
+
+    Raises ValueError with fewer than :data:`MIN_QUESTIONS` finite scores or bad percentiles.
+    """
+    values = np.array([s for s in scores if math.isfinite(s)], dtype=np.float64)
+    if len(values) < MIN_QUESTIONS:
+        raise ValueError(f"{len(values)} scored questions; at least {MIN_QUESTIONS} are needed "
+                         "to calibrate (a forum with more topics that have a reply)")
+    if not 0 <= abstain_pct < normal_pct <= 100:
+        raise ValueError("percentiles must satisfy 0 <= abstain < normal <= 100")
+    quantiles = tuple(round(float(v), 6) for v in
+                      np.percentile(values, list(range(0, 101, QUANTILE_STEP))))
+    return ZoneCalibration(
+        scorer=scorer, abstain=round(float(np.percentile(values, abstain_pct)), 6),
+        normal=round(float(np.percentile(values, normal_pct)), 6), abstain_pct=abstain_pct,
+        normal_pct=normal_pct, questions=len(values), created_at=created_at,
+        quantiles=quantiles)
+
+
+def pseudo_question(title: str, text: str, max_chars: int) -> str:
+    """An opening post asked as a member would: its title, then its words, cut to the limit."""
+    question = " ".join(f"{title} {text}".split())
+    if len(question) <= max_chars:
+        return question
+    cut = question.rfind(" ", 0, max_chars)
+    return question[: cut if cut > max_chars // 2 else max_chars]

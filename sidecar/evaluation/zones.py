@@ -1,0 +1,235 @@
+"""`sidecar eval --part zones`: answer or abstain, measured where the forum holds no answer.
+
+Three sides, each asked through the steps of ``POST /v1/retrieve`` (``RetrievalPipeline.assess``:
+wide search, rerank when a cross-encoder is configured, zone score), nothing stored:
+
+* **answerable**: the dump's judged queries, asked of the whole forum;
+* **leave-out**: the relevant topics are split into ``folds`` folds (topics that share a
+  query stay together); each fold's topics are hidden from both legs (no re-embedding) and the
+  queries whose relevant topics all lie in it are asked: in domain, no answer here, with the
+  rest of the forum (two thirds of it with 3 folds) still there;
+* **out of domain**: the queries of other dumps (``--ood``), asked of this forum.
+
+The zones come from the forum's own calibration (``sidecar calibrate``, run here as the product
+runs it, on this forum's opening posts, before any label) and, for comparison, from the
+settings' fixed thresholds. Each candidate signal gets its AUROC (answerable against each
+unanswerable side, bootstrap CI) and a risk-coverage curve; a logistic regression over them is
+trained and scored by cross-validation on the leave-out folds. docs/answerability.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from sidecar.answer.pipeline import Assessment, RetrievalPipeline
+from sidecar.core.calibration import zone_of
+from sidecar.core.trace import Trace
+from sidecar.core.types import Leg
+from sidecar.core.zones import Thresholds
+from sidecar.evaluation.dataset import EvalQuery, load_dataset
+from sidecar.evaluation.state import prepare_state
+from sidecar.evaluation.zone_stats import auroc_ci, cv_logistic, risk_coverage
+from sidecar.settings import Settings
+from sidecar.zone_calibration import calibrate_zones
+
+log = logging.getLogger(__name__)
+
+SIGNALS: tuple[str, ...] = ("similarity", "fused", "keyword", "margin", "agree", "matched",
+                            "words")
+SIDES: tuple[str, ...] = ("answerable", "leave_out", "out_of_domain")
+# The model leaves "matched" out: hiding a fold's topics shrinks the forum, which lowers every
+# leave-out question's match count whatever the question (an artefact of the protocol).
+MODEL_SIGNALS: tuple[str, ...] = tuple(s for s in SIGNALS if s != "matched")
+MAX_OOD = 300  # out-of-domain questions asked per other dump (a seeded sample)
+
+
+@dataclass
+class Asked:
+    """One question asked of the forum, on one side."""
+
+    side: str
+    query_id: str
+    top: float | None  # the zone's score
+    signals: dict[str, float]
+    evidence_hit: bool  # a relevant topic among the kept evidence (answerable side)
+
+
+def signals(assessed: Assessment, query: str) -> dict[str, float]:
+    """The candidate answerability signals of one assessment (0 where a leg found nothing)."""
+    topics = assessed.found.topics
+    kept = assessed.kept
+    fused = [t.score for t in topics[:2]] + [0.0, 0.0]
+
+    def first(leg: str) -> int | None:
+        return next((t.topic_id for t in topics for p in t.posts if p.ranks.get(leg) == 1),
+                    None)
+
+    keyword = max((p.leg_scores.get(Leg.KEYWORD, 0.0) for t in topics for p in t.posts),
+                  default=0.0)
+    sem_first, kw_first = first(Leg.SEMANTIC), first(Leg.KEYWORD)
+    return {
+        "similarity": assessed.top if assessed.top is not None else 0.0,
+        "fused": fused[0],
+        "keyword": keyword,
+        "margin": fused[0] - fused[1],
+        "agree": float(sem_first is not None and sem_first == kw_first),
+        "matched": math.log1p(assessed.found.legs.get(Leg.KEYWORD, 0)),
+        "words": math.log1p(len(query.split())),
+    } | ({} if kept else {"similarity": 0.0})
+
+
+def ask(pipeline: RetrievalPipeline, side: str, query: EvalQuery | tuple[str, str], limit: int,
+        max_chars: int, hidden: frozenset[int] = frozenset()) -> Asked:
+    """Assess one question (an eval query, or an (id, text) pair of another dump)."""
+    qid, text = (query.id, query.text) if isinstance(query, EvalQuery) else query
+    text = " ".join(text.split())[:max_chars]
+    assessed = pipeline.assess(text, limit, Trace(), hidden)
+    relevant = {t for t, g in query.topics.items() if g >= 1} \
+        if isinstance(query, EvalQuery) else set()
+    hit = any(c.topic.topic_id in relevant for c in assessed.kept)
+    return Asked(side=side, query_id=qid, top=assessed.top, signals=signals(assessed, text),
+                 evidence_hit=hit)
+
+
+def topic_folds(queries: Sequence[EvalQuery], k: int, seed: int
+                ) -> list[tuple[frozenset[int], list[int]]]:
+    """Split the queries' relevant topics into ``k`` folds, topics that share a query kept
+    together; per fold, the hidden topics and the indices of the queries they answer."""
+    parent: dict[int, int] = {}
+
+    def root(t: int) -> int:
+        while parent.setdefault(t, t) != t:
+            parent[t] = parent[parent[t]]
+            t = parent[t]
+        return t
+
+    relevant = [sorted(t for t, g in q.topics.items() if g >= 1) for q in queries]
+    for topics in relevant:
+        for t in topics[1:]:
+            parent[root(t)] = root(topics[0])
+    groups: dict[int, list[int]] = {}
+    for i, topics in enumerate(relevant):
+        groups.setdefault(root(topics[0]), []).append(i)
+    keys = sorted(groups)
+    random.Random(seed).shuffle(keys)
+    folds: list[tuple[frozenset[int], list[int]]] = []
+    for f in range(k):
+        members = sorted(i for key in keys[f::k] for i in groups[key])
+        folds.append((frozenset(t for i in members for t in relevant[i]), members))
+    return [fold for fold in folds if fold[1]]
+
+
+def zone_counts(asked: Sequence[Asked], limits: Thresholds) -> dict[str, Any]:
+    """Zones of one side under ``limits``, and the rates the issue's criteria read."""
+    zones = [zone_of(a.top, limits) if a.top is not None else "abstain" for a in asked]
+    n = max(len(zones), 1)
+    counts = {z: zones.count(z) for z in ("normal", "cautious", "abstain")}
+    hits = [z for z, a in zip(zones, asked, strict=True) if a.evidence_hit]
+    answered = [a for z, a in zip(zones, asked, strict=True) if z == "normal"]
+    return {"n": len(zones), **counts,
+            "normal_rate": round(counts["normal"] / n, 4),
+            "cautious_or_abstain_rate": round((counts["cautious"] + counts["abstain"]) / n, 4),
+            "abstain_rate": round(counts["abstain"] / n, 4),
+            "normal_rate_when_evidence_hit": round(hits.count("normal") / max(len(hits), 1), 4),
+            "evidence_hit_rate_of_normal": round(
+                sum(a.evidence_hit for a in answered) / max(len(answered), 1), 4)}
+
+
+def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds: int = 3,
+              seed: int = 0, resamples: int = 2000, calibration_questions: int = 300,
+              progress: bool = True, out_png: Path | None = None) -> dict[str, Any]:
+    """The answerability evaluation of one dump; returns the result document."""
+    started = time.perf_counter()
+    dataset = load_dataset(dump.resolve())
+    others = [(path, load_dataset(path.resolve())) for path in ood]
+    state = prepare_state(settings, dump.resolve())
+    try:
+        res = state.resources
+        pipeline = res.retrieval()
+        limit, max_chars = res.settings.retrieve_limit, res.settings.max_query_chars
+        # What a fresh forum gets: thresholds from its own questions, before any label.
+        cal = calibrate_zones(res, questions=calibration_questions, seed=seed,
+                              progress=progress).calibration
+        queries = dataset.scored()
+        asked: list[Asked] = []
+        for q in tqdm(queries, desc="answerable", unit="query", disable=not progress):
+            asked.append(ask(pipeline, "answerable", q, limit, max_chars))
+        fold_of: dict[str, int] = {}
+        for f, (hidden, members) in enumerate(topic_folds(queries, folds, seed)):
+            for i in tqdm(members, desc=f"leave-out fold {f + 1}/{folds}", unit="query",
+                          disable=not progress):
+                fold_of[queries[i].id] = f
+                asked.append(ask(pipeline, "leave_out", queries[i], limit, max_chars, hidden))
+        rng = random.Random(seed)
+        for path, other in others:
+            picked = list(other.queries)
+            if len(picked) > MAX_OOD:
+                picked = rng.sample(picked, MAX_OOD)
+            for oq in tqdm(picked, desc=f"out of domain ({path.name})", unit="query",
+                           disable=not progress):
+                asked.append(ask(pipeline, "out_of_domain", (f"{path.name}:{oq.id}", oq.text),
+                                 limit, max_chars))
+        scorer = pipeline.assess("calibration check", limit, Trace()).scorer
+        kind = scorer.split(":", 1)[0]
+        s = res.settings
+        fixed = (Thresholds(s.zone_ce_abstain, s.zone_ce_normal) if kind == "cross-encoder"
+                 else Thresholds(s.zone_cos_abstain, s.zone_cos_normal))
+        calibrated = Thresholds(cal.abstain, cal.normal)
+        by_side = {side: [a for a in asked if a.side == side] for side in SIDES}
+        doc: dict[str, Any] = {
+            "meta": {"dump": str(dump), "ood": [str(p) for p in ood], "folds": folds,
+                     "seed": seed, "scorer": scorer, "queries": len(queries),
+                     "resamples": resamples, "duration_s": round(time.perf_counter() - started)},
+            "thresholds": {"settings": {"abstain": fixed.abstain, "normal": fixed.normal},
+                           "calibrated": {"abstain": cal.abstain, "normal": cal.normal,
+                                          "abstain_pct": cal.abstain_pct,
+                                          "normal_pct": cal.normal_pct,
+                                          "questions": cal.questions}},
+            "zones": {name: {side: zone_counts(rows, limits) for side, rows in by_side.items()
+                             if rows}
+                      for name, limits in (("settings", fixed), ("calibrated", calibrated))},
+            "auroc": _auroc(by_side, resamples, seed),
+            "logistic": cv_logistic(by_side["answerable"], by_side["leave_out"], fold_of,
+                                    MODEL_SIGNALS, seed),
+            "risk_coverage": {sig: risk_coverage(
+                [a.signals[sig] for a in by_side["answerable"]],
+                [a.signals[sig] for a in by_side["leave_out"] + by_side["out_of_domain"]])
+                for sig in ("similarity", "fused", "keyword")},
+            "per_query": [{"side": a.side, "query_id": a.query_id, "top": a.top,
+                           "evidence_hit": a.evidence_hit,
+                           **{k: round(v, 6) for k, v in a.signals.items()}} for a in asked],
+        }
+        if out_png is not None:
+            try:
+                # matplotlib is optional (the dev extra): imported only when a chart is asked.
+                from sidecar.evaluation.zone_chart import write_chart
+            except ImportError:
+                log.warning("matplotlib is not installed: no chart (pip install '.[dev]')")
+            else:
+                doc["meta"]["png"] = str(write_chart(doc, out_png))
+        return doc
+    finally:
+        state.close()
+
+
+def _auroc(by_side: dict[str, list[Asked]], resamples: int, seed: int) -> dict[str, Any]:
+    """AUROC of each signal, answerable against each unanswerable side (with bootstrap CI)."""
+    out: dict[str, Any] = {}
+    pos = by_side["answerable"]
+    for side in ("leave_out", "out_of_domain"):
+        neg = by_side[side]
+        if not pos or not neg:
+            continue
+        out[side] = {sig: auroc_ci([a.signals[sig] for a in pos], [a.signals[sig] for a in neg],
+                                   resamples=resamples, seed=seed) for sig in SIGNALS}
+    return out
+

@@ -1,0 +1,48 @@
+"""The answerability evaluation as Markdown (FILE.md beside FILE.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SIDE_NAMES = {"answerable": "answerable (judged queries)",
+              "leave_out": "leave-out (in domain, relevant topics hidden)",
+              "out_of_domain": "out of domain (another dump's queries)"}
+
+
+def to_markdown(doc: dict[str, Any]) -> str:
+    """Zones per side before and after calibration, AUROC per signal, the CV'd model."""
+    meta, th = doc["meta"], doc["thresholds"]
+    cal = th["calibrated"]
+    lines = [
+        f"## Answer or abstain: {meta['dump']}",
+        "",
+        f"{meta['queries']} judged queries; leave-out in {meta['folds']} folds; out of domain: "
+        f"{', '.join(meta['ood']) or 'none'}. Scorer `{meta['scorer']}`. {meta['duration_s']} s.",
+        f"Thresholds: settings abstain < {th['settings']['abstain']:g}, normal >= "
+        f"{th['settings']['normal']:g}; calibrated on {cal['questions']} of the forum's own "
+        f"questions (p{cal['abstain_pct']:g} / p{cal['normal_pct']:g}): abstain < "
+        f"{cal['abstain']:.4f}, normal >= {cal['normal']:.4f}.",
+        "",
+        "| thresholds | side | n | normal | cautious | abstain | normal when evidence hit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, sides in doc["zones"].items():
+        for side, c in sides.items():
+            n = max(c["n"], 1)
+            hit = (f"{c['normal_rate_when_evidence_hit']:.0%}" if side == "answerable"
+                   else "–")
+            lines.append(f"| {name} | {SIDE_NAMES[side]} | {c['n']} | {c['normal'] / n:.0%} | "
+                         f"{c['cautious'] / n:.0%} | {c['abstain'] / n:.0%} | {hit} |")
+    for side, per in doc["auroc"].items():
+        lines += ["", f"AUROC, answerable against {SIDE_NAMES[side]} (95% bootstrap CI):", "",
+                  "| signal | AUROC |", "|---|---|"]
+        for signal, v in per.items():
+            lines.append(f"| {signal} | {v['auroc']:.3f} [{v['ci_low']:.3f}, "
+                         f"{v['ci_high']:.3f}] |")
+    lr = doc["logistic"]
+    if lr.get("auroc_held_out") is not None:
+        coefs = ", ".join(f"{k} {v:+.2f}" for k, v in lr["coefficients"].items())
+        lines += ["", f"Logistic regression over every signal, answerable against leave-out, "
+                  f"held out by fold: AUROC {lr['auroc_held_out']:.3f} (coefficients on "
+                  f"standardised signals: {coefs})."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,109 @@
+"""`sidecar calibrate`: zone thresholds from the forum's own questions (the adapter).
+
+Each sampled opening post is asked of the forum as a member's question, with its own topic
+hidden from both legs, through the same steps as ``POST /v1/retrieve`` (wide search, rerank when
+a cross-encoder is configured, zone score); the scores go to the pure calibration
+(:mod:`sidecar.core.answerability`). Nothing is stored but the thresholds, in the search
+profile, which every API node reads at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tqdm import tqdm
+
+from sidecar.core.answerability import ZoneCalibration, calibrate, pseudo_question
+from sidecar.core.trace import Trace
+from sidecar.db.calibration_read import opening_posts
+from sidecar.profile import profile_zones, with_zones, write_profile
+from sidecar.resources import Resources
+
+log = logging.getLogger(__name__)
+
+DEFAULT_QUESTIONS = 300
+
+
+@dataclass
+class CalibrationRun:
+    """The calibration and what it read."""
+
+    calibration: ZoneCalibration
+    scores: list[float]
+    topics: list[int]
+    seconds: float
+    unscored: int = 0
+    before: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON report (``sidecar calibrate --json``)."""
+        c = self.calibration
+        return {"scorer": c.scorer, "abstain": c.abstain, "normal": c.normal,
+                "abstain_pct": c.abstain_pct, "normal_pct": c.normal_pct,
+                "questions": c.questions, "unscored": self.unscored,
+                "created_at": c.created_at, "quantiles": list(c.quantiles),
+                "before": self.before, "seconds": round(self.seconds, 1)}
+
+
+def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed: int = 0,
+                    abstain_pct: float = 10.0, normal_pct: float = 80.0,
+                    progress: bool = True) -> CalibrationRun:
+    """Ask the forum ``questions`` of its own opening posts, each without its topic, and set
+    the zone thresholds of the scorer that answered them (ValueError when too few)."""
+    started = time.perf_counter()
+    pipeline = res.retrieval()
+    limit = res.settings.retrieve_limit
+    with res.db.connection() as conn:
+        sample = opening_posts(conn, questions, seed)
+    scores: list[float] = []
+    scorer = ""
+    unscored = 0
+    for post in tqdm(sample, desc="calibrating zones", unit="question", disable=not progress):
+        query = pseudo_question(post.title, post.text, res.settings.max_query_chars)
+        assessed = pipeline.assess(query, limit, Trace(), frozenset({post.topic_id}))
+        if assessed.rerank_error is not None:  # thresholds of one scorer only
+            raise ValueError(f"the cross-encoder failed during calibration: "
+                             f"{assessed.rerank_error}")
+        scorer = assessed.scorer
+        if assessed.top is None:
+            unscored += 1
+            continue
+        scores.append(assessed.top)
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    calibration = calibrate(scores, scorer=scorer or f"bi-encoder:{res.model.name}",
+                            created_at=created, abstain_pct=abstain_pct, normal_pct=normal_pct)
+    kind = calibration.scorer.split(":", 1)[0]
+    settings = res.settings
+    before = ({"abstain": settings.zone_ce_abstain, "normal": settings.zone_ce_normal}
+              if kind == "cross-encoder" else
+              {"abstain": settings.zone_cos_abstain, "normal": settings.zone_cos_normal})
+    before["share_of_unanswered_normal"] = calibration.share_above(before["normal"])
+    log.info("zones of %s: abstain below %.4f, normal from %.4f (%d questions)",
+             calibration.scorer, calibration.abstain, calibration.normal, len(scores))
+    return CalibrationRun(calibration=calibration, scores=scores,
+                          topics=[p.topic_id for p in sample], unscored=unscored,
+                          seconds=time.perf_counter() - started, before=before)
+
+
+def ensure_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS) -> str:
+    """Calibrate the served scorer's zones once (``sidecar run``'s preparation): nothing when
+    the search profile already has them; returns what it did, in a sentence."""
+    settings = res.settings
+    scorer = (f"cross-encoder:{res.reranker.name}" if res.reranker is not None
+              else f"bi-encoder:{res.model.name}")
+    if scorer in profile_zones(settings):
+        return f"zones of {scorer}: calibrated already"
+    try:
+        run = calibrate_zones(res, questions=questions, progress=False)
+    except ValueError as exc:
+        return f"zones of {scorer}: the settings' thresholds ({exc})"
+    path = settings.profile_path()
+    write_profile(path, with_zones(path, run.calibration, model=res.model.name,
+                                   strategy=settings.strategy, settings=settings))
+    c = run.calibration
+    return (f"zones of {c.scorer}: calibrated on {c.questions} of the forum's own questions "
+            f"(abstain below {c.abstain:.3f}, normal from {c.normal:.3f})")

@@ -1,0 +1,44 @@
+"""Zone thresholds calibrated on the forum's own questions (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecar.core.answerability import MIN_QUESTIONS, calibrate, pseudo_question
+
+SCORES = [i / 100 for i in range(30, 90)]  # 60 questions scoring 0.30 ... 0.89
+
+
+def test_thresholds_are_percentiles_of_the_unanswered_questions() -> None:
+    cal = calibrate(SCORES, scorer="bi-encoder:m", created_at="2026-12-02T00:00:00+00:00")
+    assert cal.abstain == pytest.approx(0.359, abs=1e-6)  # 10th percentile
+    assert cal.normal == pytest.approx(0.772, abs=1e-6)  # 80th percentile
+    assert cal.questions == 60 and len(cal.quantiles) == 21
+    # About a fifth of the forum's unanswered questions reach the normal threshold.
+    assert cal.share_above(cal.normal) == pytest.approx(0.2, abs=0.02)
+    assert cal.share_above(0.0) == 1.0 and cal.share_above(2.0) == 0.0
+    assert cal.source() == "calibrated on 60 of this forum's own questions (2026-12-02)"
+
+
+def test_other_percentiles_and_refusals() -> None:
+    cal = calibrate(SCORES, scorer="s", created_at="x", abstain_pct=5, normal_pct=50)
+    assert cal.normal == pytest.approx(0.595, abs=1e-6)
+    with pytest.raises(ValueError, match="at least"):
+        calibrate(SCORES[: MIN_QUESTIONS - 1], scorer="s", created_at="x")
+    with pytest.raises(ValueError, match="percentiles"):
+        calibrate(SCORES, scorer="s", created_at="x", abstain_pct=80, normal_pct=50)
+    # Non-finite scores are not counted.
+    with pytest.raises(ValueError, match="at least"):
+        calibrate([float("nan")] * 50, scorer="s", created_at="x")
+
+
+def test_share_above_falls_as_the_threshold_rises() -> None:
+    cal = calibrate(SCORES, scorer="s", created_at="x")
+    shares = [cal.share_above(t / 100) for t in range(25, 95)]
+    assert shares == sorted(shares, reverse=True)
+
+
+def test_a_pseudo_question_is_the_title_then_the_words_cut_at_a_word() -> None:
+    assert pseudo_question("Title", "some  words\nhere", 100) == "Title some words here"
+    long = pseudo_question("Title", "word " * 100, 42)
+    assert len(long) <= 42 and not long.endswith(" ") and long.startswith("Title word")

@@ -1,0 +1,90 @@
+"""Answer or abstain on the demo forum: `sidecar calibrate`, and `sidecar eval --part zones`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from sidecar.api import create_app
+from sidecar.bootstrap import demo_dir
+from sidecar.cli.main import main
+from sidecar.evaluation.state import prepare_state
+from sidecar.profile import read_profile
+from sidecar.resources import start_resources
+from tests.conftest import API_KEY
+from tests.evaluation.conftest import write_eval_dump
+from tests.evaluation.test_cli import _env
+
+
+def test_eval_zones_on_the_demo_with_another_dump_out_of_domain(
+    eval_settings: Any, tmp_path: Path
+) -> None:
+    ood = write_eval_dump(tmp_path / "other")
+    out = tmp_path / "zones" / "zones.json"
+    result = CliRunner().invoke(main, [
+        "eval", "--part", "zones", "--dump", str(demo_dir()), "--ood", str(ood),
+        "--resamples", "200", "--out", str(out)], env=_env(eval_settings))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert out.with_suffix(".md").is_file() and out.with_suffix(".png").is_file()
+    sides = doc["zones"]["calibrated"]
+    assert sides["answerable"]["n"] == 36 and sides["leave_out"]["n"] == 36
+    assert sides["out_of_domain"]["n"] == 5
+    cal = doc["thresholds"]["calibrated"]
+    assert cal["abstain"] < cal["normal"] and cal["questions"] >= 20
+    # Leave-out questions are asked without their relevant topics: their evidence never hits.
+    assert all(not r["evidence_hit"] for r in doc["per_query"] if r["side"] == "leave_out")
+    assert sum(r["evidence_hit"] for r in doc["per_query"] if r["side"] == "answerable") >= 30
+    for side in ("leave_out", "out_of_domain"):
+        for signal, v in doc["auroc"][side].items():
+            assert 0.0 <= v["ci_low"] <= v["auroc"] <= v["ci_high"] <= 1.0, signal
+    # The answerable questions score higher than the same questions without their topics.
+    assert doc["auroc"]["leave_out"]["similarity"]["auroc"] > 0.6
+    assert doc["logistic"]["auroc_held_out"] is not None
+    assert "Answer or abstain" in result.output
+
+
+def test_calibrate_writes_zones_that_retrieve_then_serves(
+    eval_settings: Any, tmp_path: Path
+) -> None:
+    # The demo forum as an evaluation state: imported and embedded once.
+    state = prepare_state(eval_settings, demo_dir(), progress=False)
+    state.close()
+    settings = state.settings
+    env = {**_env(eval_settings), "DATABASE_URL": settings.database_url,
+           "SIDECAR_STATE_DIR": str(settings.state_dir),
+           "SIDECAR_SEARCH_PROFILE": str(settings.profile_path())}
+    dry = CliRunner().invoke(main, ["calibrate", "--dry-run", "--json"], env=env)
+    assert dry.exit_code == 0, dry.output
+    report = json.loads(dry.stdout)
+    assert report["scorer"] == "bi-encoder:all-minilm-l6-v2"
+    assert report["questions"] >= 20 and report["abstain"] < report["normal"]
+    assert not settings.profile_path().exists()
+
+    result = CliRunner().invoke(main, ["calibrate"], env=env)
+    assert result.exit_code == 0, result.output
+    profile, _ = read_profile(settings.profile_path())
+    zones = profile.zones["bi-encoder:all-minilm-l6-v2"]
+    assert (zones.abstain, zones.normal) == (report["abstain"], report["normal"])
+    assert not profile.tuned  # zones only: the search stays the settings'
+
+    res = start_resources(settings)
+    try:
+        client = create_app(settings, res).test_client()
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        health = client.get("/v1/health", headers=auth).json
+        assert health["search"]["source"] == "settings"
+        assert health["search"]["zones"]["bi-encoder:all-minilm-l6-v2"]["normal"] == zones.normal
+        body = client.post("/v1/retrieve", headers=auth, json={"messages": [
+            {"role": "user", "content": "How do I get WireGuard through CGNAT?"}]}).json
+        assert "of this forum's own questions" in body["zone_reason"]
+        zone = next(s for s in body["trace"] if s["step"] == "zone")["detail"]
+        assert (zone["abstain_below"], zone["normal_from"]) == (zones.abstain, zones.normal)
+        off_topic = client.post("/v1/retrieve", headers=auth, json={"messages": [
+            {"role": "user", "content": "What is the best recipe for a lemon tart?"}]}).json
+        assert off_topic["zone"] == "abstain"
+    finally:
+        res.close()
