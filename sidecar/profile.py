@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sidecar.core.answerability import ZoneCalibration
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod, parse_weights
+from sidecar.core.postchoice import ANSWER_RULE, LinkRule
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import ConfigurationError
@@ -130,6 +131,20 @@ class ZoneCalibrationModel(BaseModel):
                    created_at=cal.created_at, quantiles=list(cal.quantiles))
 
 
+class LinkRuleModel(BaseModel):
+    """JSON form of :class:`LinkRule` with how it was chosen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weights: dict[str, float]
+    source: str
+    held_out: dict[str, Any] = Field(default_factory=dict)
+
+    def to_rule(self) -> LinkRule:
+        """The core value (ValueError on an unknown feature)."""
+        return LinkRule.of(self.weights, self.source)
+
+
 class SearchProfile(BaseModel):
     """The file ``sidecar tune`` and ``sidecar calibrate`` write."""
 
@@ -147,6 +162,9 @@ class SearchProfile(BaseModel):
     with_details: ProfileSlot | None = Field(
         default=None, description="Served to queries that come with details (tuned on "
                                   "judged queries of that shape); absent: `served`.")
+    link_rule: LinkRuleModel | None = Field(
+        default=None, description="The linked post's rule learned by `sidecar tune-links` "
+                                  "(absent: the fixed rule).")
     zones: dict[str, ZoneCalibrationModel] = Field(
         default_factory=dict, description="Zone thresholds per scorer (e.g. "
         "'bi-encoder:all-minilm-l6-v2'), calibrated on the forum's own questions by "
@@ -155,8 +173,8 @@ class SearchProfile(BaseModel):
     @property
     def tuned(self) -> bool:
         """Whether ``sidecar tune`` chose a served search (not only zones calibrated)."""
-        details = self.with_details.tuning if self.with_details is not None else {}
-        return bool(self.tuning.get("judgements") or details.get("judgements"))
+        untuned = set(self.tuning) == {"note"}  # what with_zones/with_link_rule write
+        return not untuned or self.with_details is not None
 
     def with_slot(self, slot: ProfileSlot, *, details: bool) -> SearchProfile:
         """This profile with one shape's slot replaced (the other kept)."""
@@ -176,6 +194,15 @@ class ProfileState:
     note: str | None = None
     profile: SearchProfile | None = None
     details_config: SearchConfig | None = None  # queries with details, when tuned apart
+
+    def link_rule(self) -> LinkRule:
+        """The linked post's rule: learned for this forum (same model), else the fixed one."""
+        applies = self.profile is not None and self.profile.link_rule is not None and (
+            self.note is None or "not applied" not in self.note)
+        if not applies:
+            return ANSWER_RULE
+        assert self.profile is not None and self.profile.link_rule is not None
+        return self.profile.link_rule.to_rule()
 
     def zones_for(self, scorer: str) -> ZoneCalibration | None:
         """The calibrated zone thresholds of a scorer, when the profile applies and has them."""
@@ -249,6 +276,8 @@ def read_profile(path: Path) -> tuple[SearchProfile, str]:
             profile.with_details.served.to_config()
         for scorer, zones in profile.zones.items():
             zones.to_calibration(scorer)
+        if profile.link_rule is not None:
+            profile.link_rule.to_rule()
     except (json.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0]
         raise ConfigurationError(f"search profile {path} is not valid: {first}") from exc
@@ -338,3 +367,21 @@ def profile_zones(settings: Settings) -> dict[str, ZoneCalibration]:
         log.warning("%s: no calibrated zones", exc)
         return {}
     return {scorer: z.to_calibration(scorer) for scorer, z in profile.zones.items()}
+
+
+def with_link_rule(path: Path, rule: LinkRule, held_out: dict[str, Any], *, model: str,
+                   strategy: int, settings: Settings) -> SearchProfile:
+    """The profile to write after learning the linked post's rule (the rest kept when the
+    file's profile was made with the same model and strategy)."""
+    base: SearchProfile | None = None
+    if path.is_file():
+        try:
+            base, _ = read_profile(path)
+        except ConfigurationError as exc:
+            log.warning("%s; replacing it", exc)
+    if base is None or (base.model, base.strategy) != (model, strategy):
+        base = SearchProfile(model=model, strategy=strategy,
+                             served=ServedModel.of(settings_config(settings)),
+                             tuning={"note": "not tuned: the settings' configuration"})
+    link = LinkRuleModel(weights=rule.as_dict(), source=rule.source, held_out=held_out)
+    return base.model_copy(update={"link_rule": link})

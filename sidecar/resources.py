@@ -254,6 +254,6 @@ def _load_models(settings: Settings, db: Database, pgvector: str, embedder: Embe
     search = SearchService(db, embedder, model, settings,
                            iterative_scan=parse_version(pgvector) >= (0, 8, 0),
                            served=profile.config, served_details=profile.details_config,
-                           served_by=profile.served_by())
+                           served_by=profile.served_by(), link_rule=profile.link_rule())
     return LoadedModels(embedder=embedder, search=search, profile=profile, reranker=reranker,
                         reranker_error=reranker_error), model

@@ -21,6 +21,7 @@ from sidecar.cli.output import echo_json
 from sidecar.cli.retrievals import retrievals
 from sidecar.cli.run import prepare, run, search_cmd, serve
 from sidecar.cli.tune import tune_cmd
+from sidecar.cli.tune_links import tune_links_cmd
 from sidecar.errors import SidecarError
 from sidecar.logs import setup_logging
 from sidecar.settings import Settings, load_settings
@@ -96,6 +97,6 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 # Commands live in one module per concern, registered here.
 for _command in (
     run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
-    retrievals, evaluate, tune_cmd, calibrate_cmd, bench, keyword, dump_mail,
+    retrievals, evaluate, tune_cmd, tune_links_cmd, calibrate_cmd, bench, keyword, dump_mail,
 ):
     main.add_command(_command)

@@ -41,3 +41,30 @@ def opening_posts(conn: DictConn, n: int, seed: int) -> list[OpeningPost]:
     return [OpeningPost(topic_id=int(r["topic_id"]), title=str(r["title"]),
                         text=html_to_text(r["cooked"] or "", drop_quotes=True))
             for r in rows]
+
+
+def accepted_answers(conn: DictConn, n: int) -> list[tuple[OpeningPost, int]]:
+    """Up to ``n`` public topics whose accepted answer (Discourse Solved) is a public reply,
+    newest first: the topic's question and the accepted post's id (none on a forum without
+    discourse-solved)."""
+    found = conn.execute("SELECT to_regclass('discourse_solved_solved_topics') AS t").fetchone()
+    if found is None or found["t"] is None:
+        return []
+    rows = conn.execute(
+        sql.SQL(
+            """
+            SELECT p.topic_id, t.title, p.cooked, s.answer_post_id
+            FROM discourse_solved_solved_topics s
+            JOIN posts p ON p.topic_id = s.topic_id AND p.post_number = 1 {joins}
+            WHERE {public} AND EXISTS (
+                SELECT 1 FROM posts a WHERE a.id = s.answer_post_id AND a.topic_id = s.topic_id
+                AND a.post_number > 1 AND {answer_public})
+            ORDER BY s.topic_id DESC LIMIT %(n)s
+            """
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
+                 answer_public=sql.SQL(post_is_public("a"))),
+        {"n": n},
+    ).fetchall()
+    return [(OpeningPost(topic_id=int(r["topic_id"]), title=str(r["title"]),
+                         text=html_to_text(r["cooked"] or "", drop_quotes=True)),
+             int(r["answer_post_id"])) for r in rows]

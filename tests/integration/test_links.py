@@ -65,3 +65,23 @@ def test_left_out_topics_never_come_back(demo_state: Any) -> None:
             query, 20, SearchOptions(mode=mode, exclude_topics=hidden)).topics
         assert left and not {t.topic_id for t in left} & hidden
         assert {p.topic_id for t in left for p in t.posts}.isdisjoint(hidden)
+
+
+def test_a_learned_rule_in_the_profile_is_the_one_served(demo_state: Any, tmp_path: Any) -> None:
+    from sidecar.core.postchoice import LinkRule
+    from sidecar.profile import load_served, with_link_rule, write_profile
+    from sidecar.search import SearchOptions, SearchService
+
+    settings = demo_state.settings.model_copy(update={"search_profile": tmp_path / "p.json"})
+    rule = LinkRule.of({"opening": 5.0, "similarity": 1.0}, "learned on 40 labelled topics")
+    write_profile(settings.profile_path(), with_link_rule(
+        settings.profile_path(), rule, {"served": "learned"}, model=demo_state.model.name,
+        strategy=1, settings=settings))
+    state = load_served(settings, demo_state.model.name)
+    assert state.link_rule() == rule and state.source == "settings"  # the search is untuned
+    service = SearchService(demo_state.db, demo_state.embedder, demo_state.model, settings,
+                            keyword=demo_state.search.keyword, link_rule=state.link_rule())
+    found = service.find_topics("WireGuard behind CGNAT with a VPS relay", 3, SearchOptions())
+    first = found.topics[0]
+    assert first.topic_id == 9 and first.link_id == 70  # this rule prefers the question
+    assert first.link_reason == "learned rule (learned on 40 labelled topics)"
