@@ -14,7 +14,7 @@ help:
 	@echo "make lint   - ruff, mypy, the import rules (no circles, late imports say why), SQL in sidecar/db only"
 	@echo "make bench  - speed benchmarks (results under bench-results/)"
 	@echo "make bench-scale - search on forums of 100k to 1M posts (about an hour)"
-	@echo "make eval   - retrieval evaluation: ../shared/eval/qatarliving, the demo forum, a mail-list forum"
+	@echo "make eval   - retrieval and answer-zone evaluation: qatarliving (two query shapes), the demo, a mail-list forum, covidfaq"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,14 +55,20 @@ bench: $(DEV)
 bench-scale: $(DEV)
 	$(BIN)/sidecar bench --part scale --out bench-results/scale
 
-# Four query sets: the eval forum's questions as one text and as a topic has them (title as the
-# query, body as its details), the demo forum's own questions (keyword and paraphrase, FR/EN), and
-# a forum nothing was tuned on (2002 mailing lists from the npm registry, known-item questions).
+# Five query sets: the eval forum's questions as one text and as a topic has them (title as the
+# query, body as its details), the demo forum's own questions (keyword and paraphrase, FR/EN), a
+# forum nothing was tuned on (2002 mailing lists from the npm registry, known-item questions) and
+# an FAQ asked in paraphrase (covidfaq). Then answer or abstain on the two judged forums: their
+# own questions, the same without their topics, and each other's questions.
 eval: $(DEV)
 	$(BIN)/sidecar eval --out eval-results/eval.json
 	$(BIN)/sidecar eval --query subject+body --out eval-results/eval-titled.json
 	$(BIN)/sidecar eval --dump sidecar/demo --out eval-results/eval-demo.json
 	$(BIN)/sidecar eval --dump "$$(sh scripts/mail-forum.sh)" --out eval-results/eval-mail.json
+	$(BIN)/sidecar eval --dump ../shared/eval/covidfaq --out eval-results/eval-covidfaq.json
+	$(BIN)/sidecar eval --part zones --ood ../shared/eval/covidfaq --out eval-results/zones.json
+	$(BIN)/sidecar eval --part zones --dump ../shared/eval/covidfaq \
+		--ood ../shared/eval/qatarliving --out eval-results/zones-covidfaq.json
 
 clean:
 	rm -rf $(VENV) .sidecar .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .grimp_cache
