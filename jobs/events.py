@@ -34,6 +34,7 @@ from sidecar.db.embeddings import (
 from sidecar.db.pool import DictConn
 from sidecar.db.public import public_post_ids
 from sidecar.keyword.changes import log_event
+from sidecar.related_cache import drop_for_event
 from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -70,10 +71,17 @@ def stale_in_scope(conn: DictConn, targets: Sequence[tuple[RegisteredModel, int]
 
 def apply_event(res: Resources, event: str, ids: Sequence[int], *,
                 hint: bool = False) -> EventOutcome:
-    """Remove what must go now, queue what must be re-embedded, log it for the keyword index.
+    """Remove what must go now, queue what must be re-embedded, log it for the keyword index,
+    and drop the cached related-topic lists it touches (once the vectors that must go are gone).
 
     ``hint``: the event only says where to look (see the module's docstring).
     """
+    outcome = _apply(res, event, ids, hint=hint)
+    drop_for_event(res.redis, res.settings, res.db, event, outcome.ids)
+    return outcome
+
+
+def _apply(res: Resources, event: str, ids: Sequence[int], *, hint: bool) -> EventOutcome:
     ids = sorted(set(ids))
     if event not in EMBED_POSTS | REMOVE_POSTS | SCOPES.keys():
         raise ValueError(f"unknown event {event!r}")

@@ -29,6 +29,7 @@ from sidecar.db.pool import DictConn
 from sidecar.db.public import public_posts_in_scope
 from sidecar.errors import ConfigurationError
 from sidecar.indexing import BatchResult
+from sidecar.related_cache import drop_for_event
 from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,8 @@ def embed_posts(post_ids: list[int]) -> dict[str, Any]:
         done[f"{model.name}/{strategy}"] = {"embedded": result.embedded,
                                             "unchanged": result.unchanged,
                                             "gone": result.missing}
+    # Lists ranked between the event and now read the old vectors: drop them again.
+    drop_for_event(res.redis, res.settings, res.db, "post_edited", post_ids)
     return done
 
 

@@ -227,7 +227,7 @@ class SearchService:
 
     def find_topics(
         self, query: str, n_topics: int, options: SearchOptions, trace: Trace | None = None,
-        *, details: str | None = None, link: int | None = None,
+        *, details: str | None = None, link: int | None = None, vector: Any = None,
     ) -> SearchOutcome:
         """The best ``n_topics`` topics (or fewer if the forum has fewer matches).
 
@@ -237,6 +237,9 @@ class SearchService:
 
         The first ``link`` topics (default: all ``n_topics``) get their linked post chosen
         (``TopicHit.answers``); a deep list that only ranks topics passes 0.
+
+        ``vector`` is a query vector the caller already has (a topic's stored vector, for
+        ``/v1/topics/<id>/related``): the semantic leg reads it and no model is called.
 
         Each leg is asked for more posts than topics, because one topic may hold many matching
         posts; when aggregation leaves fewer topics than asked while a leg was cut off, the legs
@@ -248,8 +251,9 @@ class SearchService:
         strategy = options.strategy or self.settings.strategy
         config = self.config(options, details=details is not None)
         legs = config.legs()
-        vector = None
-        if Leg.SEMANTIC in legs:
+        if vector is not None and Leg.SEMANTIC in legs:
+            trace.skip("embed", "a stored vector: no model call")
+        elif Leg.SEMANTIC in legs:
             with trace.step("embed") as detail:
                 text = f"{query} {details}" if details else query
                 vector = self.embedder.embed([text], kind="query")[0]
@@ -257,6 +261,7 @@ class SearchService:
                 if details:
                     detail["details_chars"] = len(details)
         else:
+            vector = None
             trace.skip("embed", f"{config.mode.value} mode")
         post_k = self.first_post_k(n_topics)
         served_by = {"source": "request"} if options.fusion else self.served_by

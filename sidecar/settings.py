@@ -216,6 +216,17 @@ class Settings(BaseSettings):
     evidence_chars: int = 320
     evidence_neighbours: int = 0
 
+    # --- related topics and the composer (docs/related.md) --------------------------------
+    # /v1/topics/<id>/related: both legs fused as search serves a question with details, or
+    # the topic's stored vector alone (chosen by `sidecar eval-related`).
+    related_mode: Literal["hybrid", "semantic"] = "hybrid"
+    # Longest a topic's related list stays cached in Redis (by the topic's age: 15 min under
+    # 6 hours ... a week); 0: no cache.
+    related_cache_ttl_s: int = Field(default=7 * 24 * 3600, ge=0)
+    # /v1/similar answers nothing unless a topic's similarity reaches this zone threshold of
+    # the bi-encoder: calibrated on the forum (`sidecar calibrate`), else zone_cos_*.
+    similar_threshold: Literal["normal", "abstain"] = "abstain"
+
     log_level: str = "INFO"
 
     @field_validator("ts_config")

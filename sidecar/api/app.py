@@ -15,6 +15,7 @@ from sidecar.api import (
     routes_health,
     routes_index,
     routes_moderation,
+    routes_related,
     routes_retrieve,
     routes_sanitize,
     routes_search,
@@ -109,7 +110,8 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
 
     app.before_request(reject_nul_characters)
 
-    for module in (routes_health, routes_search, routes_retrieve, routes_sanitize,
-                   routes_index, routes_discourse, routes_admin, routes_moderation):
+    for module in (routes_health, routes_search, routes_related, routes_retrieve,
+                   routes_sanitize, routes_index, routes_discourse, routes_admin,
+                   routes_moderation):
         app.register_blueprint(module.bp)
     return app

@@ -150,6 +150,8 @@ def test_every_documented_answer_of_every_json_route_validates(forum_app: Any) -
     api.call("GET", "/v1/ready", 200)
     api.call("GET", "/v1/openapi.json", 200)
     api.call("POST", "/v1/search", 200, json={"query": "ZFS scrub"})
+    api.call("GET", "/v1/topics/{topic_id}/related", 200, topic_id=9, query={"limit": 3})
+    api.call("POST", "/v1/similar", 200, json={"title": "ZFS scrub", "raw": ZFS})
     answered = api.call("POST", "/v1/retrieve", 200,
                         json={"messages": [{"role": "user", "content": ZFS}]})
     post_id, topic_id = answered["evidence"][0]["post_id"], answered["evidence"][0]["topic_id"]
