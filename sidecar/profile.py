@@ -318,22 +318,30 @@ def load_served(settings: Settings, model_name: str) -> ProfileState:
                         digest=digest, profile=profile, details_config=details)
 
 
+def base_profile(path: Path, *, model: str, strategy: int, settings: Settings
+                 ) -> SearchProfile:
+    """The file's profile to update, when it was made with this model and strategy; else an
+    untuned one that serves the settings' configuration (a bad file is replaced)."""
+    if path.is_file():
+        try:
+            base, _ = read_profile(path)
+        except ConfigurationError as exc:
+            log.warning("%s; replacing it", exc)
+        else:
+            if (base.model, base.strategy) == (model, strategy):
+                return base
+    return SearchProfile(model=model, strategy=strategy,
+                         served=ServedModel.of(settings_config(settings)),
+                         tuning={"note": "not tuned: the settings' configuration"})
+
+
 def updated_profile(path: Path, new: SearchProfile, *, details: bool,
                     settings: Settings) -> SearchProfile:
     """The profile to write after tuning one query shape: ``new``'s choice in that shape's
     slot, the file's other slot kept when it was tuned with the same model and strategy (else
     the settings' configuration serves the shape that was not tuned)."""
     slot = ProfileSlot(served=new.served, tuning=new.tuning)
-    base: SearchProfile | None = None
-    if path.is_file():
-        try:
-            base, _ = read_profile(path)
-        except ConfigurationError as exc:
-            log.warning("%s; replacing it", exc)
-    if base is None or (base.model, base.strategy) != (new.model, new.strategy):
-        untuned = {"note": "not tuned: the settings' configuration"}
-        base = SearchProfile(model=new.model, strategy=new.strategy,
-                             served=ServedModel.of(settings_config(settings)), tuning=untuned)
+    base = base_profile(path, model=new.model, strategy=new.strategy, settings=settings)
     return base.with_slot(slot, details=details).model_copy(
         update={"created_at": new.created_at})
 
@@ -342,16 +350,7 @@ def with_zones(path: Path, calibration: ZoneCalibration, *, model: str, strategy
                settings: Settings) -> SearchProfile:
     """The profile to write after calibrating one scorer's zones: the file's profile (when it
     was made with the same model and strategy) with that scorer's thresholds replaced."""
-    base: SearchProfile | None = None
-    if path.is_file():
-        try:
-            base, _ = read_profile(path)
-        except ConfigurationError as exc:
-            log.warning("%s; replacing it", exc)
-    if base is None or (base.model, base.strategy) != (model, strategy):
-        base = SearchProfile(model=model, strategy=strategy,
-                             served=ServedModel.of(settings_config(settings)),
-                             tuning={"note": "not tuned: the settings' configuration"})
+    base = base_profile(path, model=model, strategy=strategy, settings=settings)
     zones = {**base.zones, calibration.scorer: ZoneCalibrationModel.of(calibration)}
     return base.model_copy(update={"zones": zones})
 
@@ -373,15 +372,6 @@ def with_link_rule(path: Path, rule: LinkRule, held_out: dict[str, Any], *, mode
                    strategy: int, settings: Settings) -> SearchProfile:
     """The profile to write after learning the linked post's rule (the rest kept when the
     file's profile was made with the same model and strategy)."""
-    base: SearchProfile | None = None
-    if path.is_file():
-        try:
-            base, _ = read_profile(path)
-        except ConfigurationError as exc:
-            log.warning("%s; replacing it", exc)
-    if base is None or (base.model, base.strategy) != (model, strategy):
-        base = SearchProfile(model=model, strategy=strategy,
-                             served=ServedModel.of(settings_config(settings)),
-                             tuning={"note": "not tuned: the settings' configuration"})
+    base = base_profile(path, model=model, strategy=strategy, settings=settings)
     link = LinkRuleModel(weights=rule.as_dict(), source=rule.source, held_out=held_out)
     return base.model_copy(update={"link_rule": link})
