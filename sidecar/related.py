@@ -72,13 +72,14 @@ def ranked_topics(topics: Sequence[TopicHit]) -> list[RankedTopic]:
 class RelatedService:
     """Built once per API process from its resources; safe to call from many threads."""
 
-    def __init__(self, res: Resources) -> None:
+    def __init__(self, res: Resources, *, mode: str | None = None) -> None:
+        """``mode``: hybrid or semantic (default ``SIDECAR_RELATED_MODE``)."""
         self.res = res
         self.search = res.search
         self.settings = res.settings
         self.cache: RelatedCache = forum_cache(res.redis, res.settings, res.db)
         self.config = related_config(self.search.config(SearchOptions(), details=True),
-                                     self.settings.related_mode)
+                                     mode or self.settings.related_mode)
         self.fingerprint = hashlib.sha256(json.dumps(
             [CACHE_VERSION, RANKED, res.model.id, res.model.name, self.settings.strategy,
              self.config.describe(), self.search.link_rule.source],

@@ -224,7 +224,8 @@ class Settings(BaseSettings):
     # 6 hours ... a week); 0: no cache.
     related_cache_ttl_s: int = Field(default=7 * 24 * 3600, ge=0)
     # /v1/similar answers nothing unless a topic's similarity reaches this zone threshold of
-    # the bi-encoder: calibrated on the forum (`sidecar calibrate`), else zone_cos_*.
+    # the bi-encoder, calibrated on the forum (`sidecar calibrate`); on a forum not calibrated,
+    # zone_cos_normal (the fixed abstain threshold is far too low to keep quiet).
     similar_threshold: Literal["normal", "abstain"] = "abstain"
 
     log_level: str = "INFO"

@@ -6,7 +6,7 @@ semantic leg reads both, the keyword leg the title), and a topic is shown only w
 bi-encoder relevance (the similarity of its public post most similar to the question, the score
 the answer zones read) reaches a zone threshold: the forum's calibrated one (``sidecar
 calibrate``, in the search profile) named by ``SIDECAR_SIMILAR_THRESHOLD`` (``abstain`` or
-``normal``), else the settings' ``SIDECAR_ZONE_COS_*``. Below it the answer is an empty list:
+``normal``), else the settings' ``SIDECAR_ZONE_COS_NORMAL``. Below it the answer is an empty list:
 silence, not a weak suggestion. Which threshold, and what it costs, was chosen by
 ``sidecar eval-related`` (docs/related.md).
 """
@@ -53,16 +53,18 @@ class SimilarService:
         return f"bi-encoder:{self.res.model.name}"
 
     def threshold(self, which: str | None = None) -> tuple[float, str]:
-        """The similarity a topic needs (``which``: abstain or normal; default the setting),
-        and where it comes from."""
+        """The similarity a topic needs, and where it comes from: the calibrated zone
+        threshold ``which`` (abstain or normal; default the setting), else, on a forum not
+        calibrated, ``SIDECAR_ZONE_COS_NORMAL`` whichever is named: the fixed abstain
+        threshold (0.35) stayed silent on 17% of another forum's questions only, the fixed
+        normal one on 99% (docs/related.md)."""
         which = which or self.settings.similar_threshold
         calibrated = self.res.profile.zones_for(self.scorer)
         if calibrated is not None:
             value = calibrated.abstain if which == "abstain" else calibrated.normal
             return value, f"{which} zone threshold, {calibrated.source()}"
-        value = (self.settings.zone_cos_abstain if which == "abstain"
-                 else self.settings.zone_cos_normal)
-        return value, f"SIDECAR_ZONE_COS_{which.upper()} (zones not calibrated)"
+        return (self.settings.zone_cos_normal,
+                "SIDECAR_ZONE_COS_NORMAL (zones not calibrated: `sidecar calibrate`)")
 
     def body_text(self, raw: str | None) -> str | None:
         """The body as the stored posts were embedded (Markdown rendered, then plain text),

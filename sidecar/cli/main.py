@@ -18,6 +18,7 @@ from sidecar.cli.maildump import dump_mail
 from sidecar.cli.modelhost import model_host
 from sidecar.cli.models import models
 from sidecar.cli.output import echo_json
+from sidecar.cli.related_eval import eval_related
 from sidecar.cli.retrievals import retrievals
 from sidecar.cli.run import prepare, run, search_cmd, serve
 from sidecar.cli.tune import tune_cmd
@@ -98,5 +99,6 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 for _command in (
     run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
     retrievals, evaluate, tune_cmd, tune_links_cmd, calibrate_cmd, bench, keyword, dump_mail,
+    eval_related,
 ):
     main.add_command(_command)

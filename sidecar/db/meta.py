@@ -41,3 +41,21 @@ def create_database(conn: psycopg.Connection[Any], name: str) -> bool:
     except psycopg.errors.DuplicateDatabase:
         return False  # another process created it at the same moment
     return True
+
+
+def copy_database(conn: psycopg.Connection[Any], name: str, template: str) -> bool:
+    """Create database ``name`` as a copy of ``template`` unless ``name`` exists (``conn``:
+    autocommit, on the maintenance database). True when this call copied it. PostgreSQL
+    refuses while another session is connected to ``template``
+    (``psycopg.errors.ObjectInUse``): the caller decides whether to wait or build otherwise."""
+    if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+        return False
+    conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+        sql.Identifier(name), sql.Identifier(template)))
+    return True
+
+
+def database_exists(conn: psycopg.Connection[Any], name: str) -> bool:
+    """Whether the server has database ``name``."""
+    return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                        (name,)).fetchone() is not None
