@@ -17,11 +17,12 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from sidecar.core.ranking import MAX_POST_CANDIDATES, enough_topics, rank_topics
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, PostHit, TopicHit
 from sidecar.evaluation import metrics as m
-from sidecar.search import MAX_POST_CANDIDATES, SearchService, enough_topics, rank_topics
+from sidecar.search import SearchService
 from sidecar.tuning.judgements import Judged
 from sidecar.tuning.space import Candidate
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod, fuse
+from sidecar.core.ranking import fusion_signals, rank_topics
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Leg, Mode, PostHit
-from sidecar.search import fusion_signals, rank_topics
 
 
 def leg(*rows: tuple[int, int, float]) -> list[PostHit]:
