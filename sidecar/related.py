@@ -35,10 +35,11 @@ if TYPE_CHECKING:  # the API builds the service from its resources
 
 # The one answer for a topic that does not exist and for one that is not public.
 NOT_FOUND = "no public topic with this id"
-MAX_LIMIT = 20  # the largest page of /v1/topics/<id>/related
-# Topics ranked and cached per topic: the largest page, and room for the closed and archived
-# filters and for topics that leave the public while the list is cached.
-RANKED = 30
+MAX_LIMIT = 10  # the largest page of /v1/topics/<id>/related (discourse-ai shows 5)
+# Topics ranked, linked and cached per topic: the largest page, and room for the closed and
+# archived filters and for topics that leave the public while the list is cached (as many as
+# /v1/search ranks for its largest default page: a cold list costs about a search).
+RANKED = 15
 CACHE_VERSION = 1  # bumped when the cached form changes
 
 

@@ -25,6 +25,7 @@ PARTS: dict[str, str] = {
     "e2e": "sidecar.bench.e2e_part",
     "chain": "sidecar.bench.chain_part",
     "scale": "sidecar.bench.scale_part",
+    "related": "sidecar.bench.related_part",
     "seeds": "sidecar.bench.seeds_part",
 }
 # What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes, seeds

@@ -61,8 +61,10 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
               show_default=True, help="Folder for results.json and summary.md.")
 @click.option("--part", "parts", multiple=True,
               type=click.Choice(["models", "vectors", "backfill", "e2e", "chain", "scale",
-                                 "seeds"]),
-              help="Run only these parts (repeatable). Default: all but scale.")
+                                 "seeds", "related"]),
+              help="Run only these parts (repeatable). Default: all but scale and related "
+                   "(related: /v1/topics/<id>/related cold and warm beside /v1/search on the "
+                   "scale part's forum; takes --posts, --private-share, --dims, --vectors).")
 @click.option("--quick", is_flag=True, help="Small sizes: checks that every part runs.")
 @click.option("--dump", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="scale, seeds: the dump resampled into forums (default "
@@ -99,10 +101,10 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
     from sidecar.bench.runner import DEFAULT_PARTS, run_bench
 
     chosen = list(parts) or list(DEFAULT_PARTS)
-    extras = {"scale": scale_extras(dump, posts, private_share, dims, hnsw, ef_search,
-                                    iterative_scan, max_scan_tuples, overfetch, hybrid,
-                                    vectors, indexes, keyword_max_words, keyword_only),
-              "seeds": {"dump": dump}}
+    scale = scale_extras(dump, posts, private_share, dims, hnsw, ef_search, iterative_scan,
+                         max_scan_tuples, overfetch, hybrid, vectors, indexes,
+                         keyword_max_words, keyword_only)
+    extras = {"scale": scale, "related": scale, "seeds": {"dump": dump}}
     tables, summary = run_bench(settings, out, chosen, quick=quick,
                                 command="sidecar bench " + " ".join(sys.argv[2:]),
                                 extras=extras)

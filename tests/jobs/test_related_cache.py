@@ -42,7 +42,7 @@ def _sql(res: Resources, query: str, *params: Any) -> list[Any]:
 
 
 def _related(api: Any, topic: int, **params: Any) -> dict[str, Any]:
-    resp = api.get(f"/v1/topics/{topic}/related", query_string={"limit": 20, **params},
+    resp = api.get(f"/v1/topics/{topic}/related", query_string={"limit": 10, **params},
                    headers=AUTH)
     assert resp.status_code == 200, resp.json
     body: dict[str, Any] = resp.json
