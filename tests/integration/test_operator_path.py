@@ -128,7 +128,8 @@ def test_the_readme_production_commands_answer_a_search(
             exports.update(dict(pair.split("=", 1) for pair in words))
         elif line.startswith("sidecar "):
             commands.append(line)
-    assert [c.split()[1] for c in commands] == ["db", "worker", "backfill", "keyword", "serve"]
+    assert [c.split()[1] for c in commands] == ["db", "worker", "backfill", "keyword",
+                                              "calibrate", "serve"]
     # The URLs and the key of this test in place of the README's examples; nothing else.
     exports.update(DATABASE_URL=forum_db, REDIS_URL=redis_url, SIDECAR_API_KEY=KEY)
     port = free_port()
@@ -167,6 +168,9 @@ def test_the_readme_production_commands_answer_a_search(
     state = home / ".sidecar"
     assert (state / "models" / "all-minilm-l6-v2" / "manifest.json").is_file()
     assert not (state / "pg").exists() and not (state / "redis.db").exists()
+    # `sidecar calibrate` wrote the zones into the search profile the API read.
+    zones = json.loads((state / "search-profile.json").read_text())["zones"]
+    assert list(zones) == ["bi-encoder:all-minilm-l6-v2"], zones
     assert sum(out.count("preparing embedding model") for out in outputs) <= 1
 
 
