@@ -16,8 +16,8 @@ features read from the forum (``sidecar/db/post_features.py``):
 The fixed rule (:data:`ANSWER_RULE`) needs no label: the accepted answer when there is one, else
 the reply by someone other than the asker most similar to the question (keywords break near
 ties, as in the fusion), else a reply by the asker, else the opening post. Its weights make those
-steps strict (a cosine moves by at most 2). ``sidecar tune`` may replace it with weights learned
-from the forum's own labels (docs/search.md, "The linked post").
+steps strict (a cosine moves by at most 2). ``sidecar tune-links`` may replace it with weights
+learned from the forum's own labels (docs/search.md, "The linked post").
 """
 
 from __future__ import annotations

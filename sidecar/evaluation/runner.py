@@ -24,7 +24,6 @@ from sidecar.core.chain import ChainFlags
 from sidecar.core.knee import knee_cut
 from sidecar.core.types import TopicHit
 from sidecar.db.chain_read import post_vectors
-from sidecar.db.evidence_read import post_similarities
 from sidecar.db.forum_read import public_topic_count
 from sidecar.evaluation import metrics as m
 from sidecar.evaluation.configs import SERVED, EvalConfig, Matrix
@@ -225,8 +224,8 @@ class Runner:
             for stage in chain:
                 ranked = stage.apply(reread, ranked)
             b_ranking = [t.topic_id for t in ranked] + unranked
-            kept = self.evidence_kept(text, topics, flags, config, reranked=bool(chain),
-                                      limit=limit, wide=wide)
+            kept = self.evidence_kept(topics, flags, reranked=bool(chain), limit=limit,
+                                      wide=wide)
             scores = score_query(query, topics, b_ranking, self.dataset.has_post_qrels, kept)
             scores["redundancy@5"] = self.redundancy(topics[:POST_K], config.strategy)
             out.append(QueryResult(
@@ -239,27 +238,19 @@ class Runner:
         result.metrics = aggregate(out, self.dataset.has_post_qrels)
         return result
 
-    def evidence_kept(self, text: str, topics: Sequence[TopicHit], flags: ChainFlags,
-                      config: EvalConfig, *, reranked: bool, limit: int, wide: int) -> int:
+    def evidence_kept(self, topics: Sequence[TopicHit], flags: ChainFlags, *, reranked: bool,
+                      limit: int, wide: int) -> int:
         """How many of the first ``limit`` topics ``/v1/retrieve`` keeps as evidence.
 
         With the knee on, as the pipeline does: the cut reads the cross-encoder's scores after
-        a rerank stage (the topics' scores), else the bi-encoder cosine of each topic's best
-        post with the query.
+        a rerank stage (the topics' scores), else each topic's bi-encoder relevance (its public
+        post most similar to the query, read when it was linked).
         """
         if not flags.knee:
             return min(limit, len(topics))
         head = list(topics[:wide])
-        if reranked:
-            scores: list[float | None] = [t.score for t in head]
-        else:
-            vector = self.embedder.embed([text], kind="query")[0]
-            with self.res.db.connection() as conn:
-                sims = post_similarities(
-                    conn, model_id=self.res.model.id, strategy_id=config.strategy,
-                    dimensions=self.res.model.dimensions, vector=vector,
-                    post_ids=[t.link_id for t in head])
-            scores = [sims.get(t.link_id) for t in head]
+        scores: list[float | None] = ([t.score for t in head] if reranked
+                                      else [t.similarity for t in head])
         return knee_cut(scores, limit=limit, min_items=flags.knee_min_items,
                         sensitivity=flags.knee_sensitivity).kept
 
