@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from sidecar.answer.pipeline import Assessment, RetrievalPipeline
@@ -157,8 +158,9 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
         pipeline = res.retrieval()
         limit, max_chars = res.settings.retrieve_limit, res.settings.max_query_chars
         # What a fresh forum gets: thresholds from its own questions, before any label.
-        cal = calibrate_zones(res, questions=calibration_questions, seed=seed,
-                              progress=progress).calibration
+        calibration = calibrate_zones(res, questions=calibration_questions, seed=seed,
+                                      progress=progress)
+        cal = calibration.calibration
         queries = dataset.scored()
         asked: list[Asked] = []
         for q in tqdm(queries, desc="answerable", unit="query", disable=not progress):
@@ -200,6 +202,7 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
             "auroc": _auroc(by_side, resamples, seed),
             "logistic": cv_logistic(by_side["answerable"], by_side["leave_out"], fold_of,
                                     MODEL_SIGNALS, seed),
+            "tradeoff": tradeoff(calibration.scores, by_side),
             "risk_coverage": {sig: risk_coverage(
                 [a.signals[sig] for a in by_side["answerable"]],
                 [a.signals[sig] for a in by_side["leave_out"] + by_side["out_of_domain"]])
@@ -219,6 +222,35 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
         return doc
     finally:
         state.close()
+
+
+NORMAL_PCTS = (40, 50, 60, 70, 80)
+ABSTAIN_PCTS = (5, 10, 15)
+
+
+def tradeoff(scores: Sequence[float], by_side: dict[str, list[Asked]]) -> dict[str, Any]:
+    """What other calibration percentiles would give: per normal percentile, the answerable
+    questions (with a relevant topic in the evidence) kept normal and the leave-out ones sent to
+    cautious or abstain; per abstain percentile, the out-of-domain and the answerable ones that
+    abstain (``sidecar calibrate --normal-pct / --abstain-pct``)."""
+    def below(rows: Sequence[Asked], t: float) -> float | None:
+        return round(sum((a.top or 0.0) < t for a in rows) / len(rows), 4) if rows else None
+
+    answered = [a for a in by_side["answerable"] if a.evidence_hit]
+    normal = {}
+    for pct in NORMAL_PCTS:
+        t = float(np.percentile(scores, pct))
+        held = below(answered, t)
+        normal[str(pct)] = {"threshold": round(t, 6),
+                            "answerable_normal": None if held is None else round(1 - held, 4),
+                            "leave_out_held_back": below(by_side["leave_out"], t)}
+    abstain = {}
+    for pct in ABSTAIN_PCTS:
+        t = float(np.percentile(scores, pct))
+        abstain[str(pct)] = {"threshold": round(t, 6),
+                             "out_of_domain_abstain": below(by_side["out_of_domain"], t),
+                             "answerable_abstain": below(by_side["answerable"], t)}
+    return {"normal": normal, "abstain": abstain}
 
 
 def _auroc(by_side: dict[str, list[Asked]], resamples: int, seed: int) -> dict[str, Any]:

@@ -39,6 +39,21 @@ def to_markdown(doc: dict[str, Any]) -> str:
         for signal, v in per.items():
             lines.append(f"| {signal} | {v['auroc']:.3f} [{v['ci_low']:.3f}, "
                          f"{v['ci_high']:.3f}] |")
+    trade = doc.get("tradeoff")
+    if trade:
+        lines += ["", "Other calibration percentiles (`sidecar calibrate --normal-pct` / "
+                  "`--abstain-pct`):", "",
+                  "| normal at | threshold | answerable (evidence hit) normal | leave-out "
+                  "cautious or abstain |", "|---|---|---|---|"]
+        for pct, v in trade["normal"].items():
+            lines.append(f"| p{pct} | {v['threshold']:.4f} | {_pct(v['answerable_normal'])} | "
+                         f"{_pct(v['leave_out_held_back'])} |")
+        lines += ["", "| abstain at | threshold | out of domain abstain | answerable abstain |",
+                  "|---|---|---|---|"]
+        for pct, v in trade["abstain"].items():
+            lines.append(f"| p{pct} | {v['threshold']:.4f} | "
+                         f"{_pct(v['out_of_domain_abstain'])} | "
+                         f"{_pct(v['answerable_abstain'])} |")
     lr = doc["logistic"]
     if lr.get("auroc_held_out") is not None:
         coefs = ", ".join(f"{k} {v:+.2f}" for k, v in lr["coefficients"].items())
@@ -46,3 +61,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
                   f"held out by fold: AUROC {lr['auroc_held_out']:.3f} (coefficients on "
                   f"standardised signals: {coefs})."]
     return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"

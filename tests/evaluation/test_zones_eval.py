@@ -35,6 +35,12 @@ def test_eval_zones_on_the_demo_with_another_dump_out_of_domain(
     assert sides["out_of_domain"]["n"] == 5
     cal = doc["thresholds"]["calibrated"]
     assert cal["abstain"] < cal["normal"] and cal["questions"] >= 20
+    # The trade-off of other percentiles starts from the same scores as the served thresholds.
+    trade = doc["tradeoff"]
+    assert trade["normal"]["80"]["threshold"] == cal["normal"]
+    assert trade["abstain"]["10"]["threshold"] == cal["abstain"]
+    held = [trade["normal"][p]["leave_out_held_back"] for p in ("40", "50", "60", "70", "80")]
+    assert held == sorted(held)  # a higher normal threshold holds back more
     # Leave-out questions are asked without their relevant topics: their evidence never hits.
     assert all(not r["evidence_hit"] for r in doc["per_query"] if r["side"] == "leave_out")
     assert sum(r["evidence_hit"] for r in doc["per_query"] if r["side"] == "answerable") >= 30
