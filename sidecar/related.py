@@ -25,7 +25,14 @@ from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.text import excerpt, html_to_text
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, TopicHit
-from sidecar.db.related_read import Card, SourceTopic, public_cards, public_topic, topic_vector
+from sidecar.db.related_read import (
+    Card,
+    SourceTopic,
+    public_cards,
+    public_topic,
+    topic_and_cards,
+    topic_vector,
+)
 from sidecar.errors import NotFound
 from sidecar.related_cache import RankedTopic, RelatedCache, forum_cache, ttl_for
 from sidecar.search import SearchOptions
@@ -96,30 +103,38 @@ class RelatedService:
         trace = Trace()
         if not 0 < topic_id < 2**31:  # Discourse ids are PostgreSQL integers
             raise NotFound(NOT_FOUND)
-        with trace.step("topic") as detail, self.res.db.connection() as conn:
-            source = public_topic(conn, topic_id)
-            detail.update(found=source is not None)
-        if source is None:
-            raise NotFound(NOT_FOUND)
         use_cache = self.cache.enabled and not exclude
         cache = "off" if not self.cache.enabled else "bypass" if exclude else "miss"
-        ranked = None
         generation = 0
         if use_cache:
             with trace.step("cache") as detail:
                 read = self.cache.get(topic_id, self.fingerprint)
-                ranked, generation = read.ranked, read.generation
-                detail.update(hit=ranked is not None)
-            cache = "hit" if ranked is not None else "miss"
-        if ranked is None:
-            ranked = self.rank(source, trace, exclude)
-            if use_cache:
-                ttl = ttl_for(_naive(source.created_at), datetime.now(UTC).replace(tzinfo=None),
-                              self.cache.longest_s)
-                self.cache.put(topic_id, self.fingerprint, generation, ranked, ttl)
-        results = self.hydrate(source, ranked, limit, closed=closed, archived=archived,
-                               trace=trace)
-        return RelatedOutcome(source=source, results=results, cache=cache, config=self.config,
+                generation = read.generation
+                detail.update(hit=read.ranked is not None)
+            if read.ranked is not None:
+                # One round trip: the topic is still public, and so is what is shown.
+                with trace.step("hydrate") as detail, self.res.db.connection() as conn:
+                    source, cards = topic_and_cards(conn, topic_id, self.wanted(read.ranked))
+                    if source is None:
+                        raise NotFound(NOT_FOUND)
+                    results = self.show(source, read.ranked, cards, limit, closed, archived,
+                                        detail)
+                return RelatedOutcome(source=source, results=results, cache="hit",
+                                      config=self.config, trace=trace, ranked=read.ranked)
+        with trace.step("topic") as detail, self.res.db.connection() as conn:
+            found = public_topic(conn, topic_id)
+            detail.update(found=found is not None)
+        if found is None:
+            raise NotFound(NOT_FOUND)
+        ranked = self.rank(found, trace, exclude)
+        if use_cache:
+            ttl = ttl_for(_naive(found.created_at), datetime.now(UTC).replace(tzinfo=None),
+                          self.cache.longest_s)
+            self.cache.put(topic_id, self.fingerprint, generation, ranked, ttl)
+        with trace.step("hydrate") as detail, self.res.db.connection() as conn:
+            cards = public_cards(conn, self.wanted(ranked))
+            results = self.show(found, ranked, cards, limit, closed, archived, detail)
+        return RelatedOutcome(source=found, results=results, cache=cache, config=self.config,
                               trace=trace, ranked=ranked)
 
     def rank(self, source: SourceTopic, trace: Trace,
@@ -147,31 +162,33 @@ class RelatedService:
                                           vector=None if found is None else found[1])
         return ranked_topics(outcome.topics)
 
-    def hydrate(self, source: SourceTopic, ranked: Sequence[RankedTopic], limit: int, *,
-                closed: bool, archived: bool, trace: Trace) -> list[dict[str, Any]]:
-        """The first ``limit`` listed topics still public now (and open / not archived when
-        asked), each shown by its first public post of the cached ones."""
-        with trace.step("hydrate") as detail:
-            wanted = [pid for t in ranked for pid in t.posts]
-            with self.res.db.connection() as conn:
-                cards = public_cards(conn, wanted)
-            results: list[dict[str, Any]] = []
-            skipped = {"closed": 0, "archived": 0, "not_public": 0}
-            for topic in ranked:
-                if len(results) >= limit:
-                    break
-                card = next((cards[pid] for pid in topic.posts if pid in cards), None)
-                if card is None or card.post.topic_id == source.topic_id:
-                    skipped["not_public"] += 1
-                    continue
-                if card.closed and not closed:
-                    skipped["closed"] += 1
-                    continue
-                if card.archived and not archived:
-                    skipped["archived"] += 1
-                    continue
-                results.append(self.result(len(results) + 1, topic, card, source.title))
-            detail.update(results=len(results), skipped=skipped)
+    @staticmethod
+    def wanted(ranked: Sequence[RankedTopic]) -> list[int]:
+        """The posts that may represent the listed topics (each topic's cached ones)."""
+        return [pid for t in ranked for pid in t.posts]
+
+    def show(self, source: SourceTopic, ranked: Sequence[RankedTopic], cards: dict[int, Card],
+             limit: int, closed: bool, archived: bool, detail: dict[str, Any]
+             ) -> list[dict[str, Any]]:
+        """The first ``limit`` listed topics whose post is public now (``cards``: read now),
+        open / not archived when asked, each shown by its first public post."""
+        results: list[dict[str, Any]] = []
+        skipped = {"closed": 0, "archived": 0, "not_public": 0}
+        for topic in ranked:
+            if len(results) >= limit:
+                break
+            card = next((cards[pid] for pid in topic.posts if pid in cards), None)
+            if card is None or card.post.topic_id == source.topic_id:
+                skipped["not_public"] += 1
+                continue
+            if card.closed and not closed:
+                skipped["closed"] += 1
+                continue
+            if card.archived and not archived:
+                skipped["archived"] += 1
+                continue
+            results.append(self.result(len(results) + 1, topic, card, source.title))
+        detail.update(results=len(results), skipped=skipped)
         return results
 
     def result(self, rank: int, topic: RankedTopic, card: Card, query: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from psycopg import sql
@@ -86,30 +87,57 @@ def topic_vector(conn: DictConn, *, model_id: int, strategy_id: int, dimensions:
     return int(row["post_id"]), row["v"].to_numpy().astype(np.float32)
 
 
+def topic_and_cards(conn: DictConn, topic_id: int, post_ids: Sequence[int]
+                    ) -> tuple[SourceTopic | None, dict[int, Card]]:
+    """:func:`public_topic` and :func:`public_cards` in one round trip (a cached list's
+    request): the cards only when the topic is public."""
+    rows = conn.execute(
+        sql.SQL(
+            """
+            (SELECT true AS source, {columns}, t.created_at
+             FROM posts p {joins} WHERE p.topic_id = %(topic)s AND {public}
+             ORDER BY p.post_number LIMIT 1)
+            UNION ALL
+            (SELECT false, {columns}, NULL
+             FROM posts p {joins} WHERE p.id = ANY(%(ids)s) AND {public})
+            """
+        ).format(columns=_CARD_COLUMNS, joins=sql.SQL(PUBLIC_JOINS),
+                 public=sql.SQL(PUBLIC_WHERE)),
+        {"topic": topic_id, "ids": list(post_ids)},
+    ).fetchall()
+    found = next((r for r in rows if r["source"]), None)
+    if found is None:
+        return None, {}
+    source = SourceTopic(topic_id=int(found["topic_id"]), title=str(found["title"]),
+                         slug=str(found["slug"]), created_at=found["created_at"],
+                         post_id=int(found["id"]), cooked=str(found["cooked"] or ""))
+    return source, {int(r["id"]): _card(r) for r in rows if not r["source"]}
+
+
+_CARD_COLUMNS = sql.SQL(
+    "p.id, p.topic_id, p.post_number, p.cooked, t.title, coalesce(t.slug, 'topic') AS slug,"
+    " c.name AS category, t.closed, t.archived")
+
+
+def _card(r: dict[str, Any]) -> Card:
+    return Card(post=PostRecord(post_id=r["id"], topic_id=r["topic_id"],
+                                post_number=r["post_number"], title=r["title"], slug=r["slug"],
+                                category=r["category"] or "", cooked=r["cooked"]),
+                closed=bool(r["closed"]), archived=bool(r["archived"]))
+
+
 def public_cards(conn: DictConn, post_ids: Sequence[int]) -> dict[int, Card]:
     """The public posts among ``post_ids`` with what a result shows, and their topic's
     ``closed`` and ``archived`` flags (read now: the cache never decides what is shown)."""
     if not post_ids:
         return {}
     rows = conn.execute(
-        sql.SQL(
-            """
-            SELECT p.id, p.topic_id, p.post_number, p.cooked, t.title,
-                   coalesce(t.slug, 'topic') AS slug, c.name AS category, t.closed, t.archived
-            FROM posts p {joins}
-            WHERE p.id = ANY(%s) AND {public}
-            """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        sql.SQL("SELECT {columns} FROM posts p {joins} WHERE p.id = ANY(%s) AND {public}")
+        .format(columns=_CARD_COLUMNS, joins=sql.SQL(PUBLIC_JOINS),
+                public=sql.SQL(PUBLIC_WHERE)),
         (list(post_ids),),
     ).fetchall()
-    return {
-        int(r["id"]): Card(
-            post=PostRecord(post_id=r["id"], topic_id=r["topic_id"],
-                            post_number=r["post_number"], title=r["title"], slug=r["slug"],
-                            category=r["category"] or "", cooked=r["cooked"]),
-            closed=bool(r["closed"]), archived=bool(r["archived"]))
-        for r in rows
-    }
+    return {int(r["id"]): _card(r) for r in rows}
 
 
 def topics_of_posts(conn: DictConn, post_ids: Sequence[int]) -> list[int]:
