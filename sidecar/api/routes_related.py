@@ -52,7 +52,10 @@ def related(topic_id: int) -> ResponseReturnValue:
     service, _ = services()
     outcome = service.related(topic_id, query.limit, closed=query.closed,
                               archived=query.archived)
-    get_metrics().observe_trace(outcome.trace)
+    metrics = get_metrics()
+    metrics.observe_trace(outcome.trace)
+    if outcome.cache in ("hit", "miss"):
+        metrics.cache.labels("related", outcome.cache).inc()
     res = get_resources()
     return respond(RelatedResponse, {
         "topic_id": outcome.source.topic_id, "title": outcome.source.title,

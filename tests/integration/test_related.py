@@ -94,6 +94,8 @@ def test_no_model_is_called_and_the_second_call_is_a_cache_hit(
     assert second["results"] == first["results"]
     # Another page size or filter reads the same entry.
     assert related(client, auth, topic, limit=2).json["results"] == first["results"][:2]
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'sidecar_cache_total{cache="related",result="hit"}' in metrics
 
 
 def test_closed_topics_can_be_left_out(
