@@ -57,8 +57,8 @@ def to_markdown(doc: dict[str, Any]) -> str:
     lr = doc["logistic"]
     if lr.get("auroc_held_out") is not None:
         coefs = ", ".join(f"{k} {v:+.2f}" for k, v in lr["coefficients"].items())
-        lines += ["", f"Logistic regression over every signal, answerable against leave-out, "
-                  f"held out by fold: AUROC {lr['auroc_held_out']:.3f} (coefficients on "
+        lines += ["", "Logistic regression over the signals but matched, answerable against "
+                  f"leave-out, held out by fold: AUROC {lr['auroc_held_out']:.3f} (coefficients on "
                   f"standardised signals: {coefs})."]
     return "\n".join(lines) + "\n"
 
