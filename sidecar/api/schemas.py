@@ -114,17 +114,23 @@ class PostRef(ResponseModel):
                                     "question, ... (SIDECAR_LINK_CHOOSER).")
 
 
-class SearchHit(ResponseModel):
-    """One topic of a search result."""
+class TopicHitModel(ResponseModel):
+    """A ranked topic, linked at the level of the post that answers (search, related,
+    similar)."""
 
     rank: int
     topic_id: int
     title: str
     slug: str
     category: str
-    score: float
+    score: float = Field(description="The fused score that ranked it.")
     url: str = Field(description="Post-level link /t/{slug}/{topic_id}/{post_number}.")
     post: PostRef
+
+
+class SearchHit(TopicHitModel):
+    """One topic of a search result."""
+
     ranks: dict[str, int | None] = Field(description="Rank in each leg of the topic's best "
                                          "fused post (what ranked it).")
     leg_scores: dict[str, float]

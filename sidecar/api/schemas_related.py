@@ -6,7 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sidecar.api.schemas import PostRef, ResponseModel, StrictRequest, TraceStepModel
+from sidecar.api.schemas import (
+    ResponseModel,
+    SearchHit,
+    StrictRequest,
+    TopicHitModel,
+    TraceStepModel,
+)
 from sidecar.related import MAX_LIMIT as RELATED_MAX
 from sidecar.similar import MAX_LIMIT as SIMILAR_MAX
 
@@ -24,26 +30,14 @@ class RelatedQuery(BaseModel):
     archived: bool = Field(default=True, description="List archived topics too.")
 
 
-class RelatedHit(ResponseModel):
+class RelatedHit(SearchHit):
     """One related topic."""
 
-    rank: int
-    topic_id: int
-    title: str
-    slug: str
-    category: str
-    score: float = Field(description="The fused score that ranked it.")
     similarity: float | None = Field(description="Cosine of its public post most similar to "
                                                  "the topic (None: keyword leg only).")
-    url: str = Field(description="Post-level link /t/{slug}/{topic_id}/{post_number}.")
     topic_url: str = Field(description="The topic's link /t/{slug}/{topic_id}.")
     closed: bool
     archived: bool
-    post: PostRef
-    ranks: dict[str, int | None] = Field(description="Rank in each leg of the topic's best "
-                                         "fused post.")
-    leg_scores: dict[str, float]
-    matched_posts: int
 
 
 class RelatedResponse(ResponseModel):
@@ -75,20 +69,12 @@ class SimilarRequest(StrictRequest):
     limit: int = Field(default=5, ge=1, le=SIMILAR_MAX, description="Topics to return at most.")
 
 
-class SimilarHit(ResponseModel):
+class SimilarHit(TopicHitModel):
     """A topic that may already answer the question being written."""
 
-    rank: int
-    topic_id: int
-    title: str
-    slug: str
-    category: str
-    score: float = Field(description="The fused score that ranked it.")
     similarity: float = Field(description="Cosine of its public post most similar to the "
                                           "question: at least the threshold.")
-    url: str = Field(description="Link to the post that answers: /t/{slug}/{topic_id}/{n}.")
     topic_url: str
-    post: PostRef
 
 
 class SimilarResponse(ResponseModel):
