@@ -98,6 +98,10 @@ class _Html(HTMLParser):
 # typographer); markdown-it >= 13 joins escapes and entities back into the text tokens.
 _DISCOURSE = MarkdownIt("default", {"html": True, "breaks": True, "linkify": True,
                                     "typographer": True})
+# ... linkifying the same TLDs as the forum (above): with every TLD, "README.md@a" became a link
+# followed by a text token "@a", a mention Discourse never sees (hypothesis found it).
+assert _DISCOURSE.linkify is not None
+_DISCOURSE.linkify.tlds(_TLDS.split("|"), False)
 # The hashtag rule as Discourse writes it (JavaScript's \w is ASCII).
 _HASHTAG = re.compile(r"#([\u00C0-\u1FFF\u2C00-\uD7FF0-9A-Za-z_:-]{1,101})")
 
