@@ -89,6 +89,22 @@ def _tour(base: str, auth: dict[str, str]) -> None:
             assert set(re.findall(r'"value": "(.*?)"', shown)) <= removed, got
 
 
+def _related(base: str, auth: dict[str, str]) -> None:
+    """Run the README's related-topics call and compare with the answer it shows."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index('## Related topics and "already asked?"')
+    section = text[start:text.index("\n## ", start + 1)]
+    found = re.search(r'```bash\ncurl -s "localhost:8340(/v1/topics/\d+/related\?[^"]*)".*?```'
+                      r"\s*```json\n(.*?)```", section, re.S)
+    assert found is not None, section
+    resp = httpx.get(f"{base}{found[1]}", headers=auth, timeout=60)
+    assert resp.status_code == 200, resp.text
+    got = resp.json()
+    assert got["topic_id"] == _first_int("topic_id", found[2])
+    shown = [int(t) for t in re.findall(r'"rank": \d+, "topic_id": (\d+)', found[2])]
+    assert shown and [r["topic_id"] for r in got["results"]][: len(shown)] == shown, got
+
+
 def _clean_env(**values: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("SIDECAR_") and k not in {"DATABASE_URL", "REDIS_URL"}}
@@ -190,6 +206,7 @@ def test_sidecar_run_works_webhook_deliveries_with_its_own_worker(tmp_path: Path
     try:
         wait_healthy(f"{base}/v1/ready", proc, timeout=600)
         _tour(base, auth)
+        _related(base, auth)
         worker_pid = int(re.findall(r"worker: pid (\d+)", log.read_text())[0])
         url = f"postgresql://postgres:@/postgres?host={state / 'pg'}"
         post_id = add_post(url, "SELECT 20", RAW)["id"]
