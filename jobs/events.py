@@ -23,16 +23,10 @@ from typing import Literal
 from jobs import queues
 from jobs.tasks import embed_posts, index_targets, reindex_scope
 from sidecar.core.strategy import STRATEGY_VERSIONS
-from sidecar.db.embeddings import (
-    RegisteredModel,
-    Scope,
-    context_dependents,
-    delete_embeddings,
-    delete_not_public,
-    stale_candidates,
-)
+from sidecar.db.embeddings import RegisteredModel, delete_embeddings, delete_not_public
 from sidecar.db.pool import DictConn
 from sidecar.db.public import public_post_ids
+from sidecar.db.stale import Scope, context_dependents, stale_candidates
 from sidecar.keyword.changes import log_event
 from sidecar.related_cache import drop_for_event
 from sidecar.resources import Resources

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sidecar.db.backfill_runs import Run, RunStatus, get_run, save_plan
-from sidecar.db.embeddings import PHASES, Candidate, Phase, mark_checked
+from sidecar.db.stale import PHASES, Candidate, Phase, mark_checked
 from sidecar.indexing import Indexer
 from sidecar.keyword.changes import catch_up
 from sidecar.resources import Resources

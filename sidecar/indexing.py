@@ -13,17 +13,15 @@ from models.protocols import Embedder
 from sidecar.core.strategy import STRATEGY_VERSIONS, PostSource, digest, prepare_text
 from sidecar.db import Database
 from sidecar.db.embeddings import (
-    Candidate,
     EmbeddingRow,
     RegisteredModel,
-    mark_checked,
-    stale_candidates,
     stored_digests,
     upsert_embeddings,
 )
 from sidecar.db.forum_read import post_sources
 from sidecar.db.keyword_sql import utc_now
 from sidecar.db.pool import DictConn
+from sidecar.db.stale import Candidate, mark_checked, stale_candidates
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import pytest
 
 from jobs import driver
 from jobs.batch import run_sync
-from sidecar.db.embeddings import stale_candidates
 from sidecar.db.forum_read import post_sources
+from sidecar.db.stale import stale_candidates
 from sidecar.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import public_post_ids, vector_rows, work
