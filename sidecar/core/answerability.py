@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sidecar.core.evidence import passage
+
 # Quantiles kept with a calibration (every 5%): enough to draw its curve and to say how many
 # of the forum's unanswered questions a threshold lets through.
 QUANTILE_STEP = 5
@@ -92,8 +94,4 @@ def calibrate(scores: Sequence[float], *, scorer: str, created_at: str,
 
 def pseudo_question(title: str, text: str, max_chars: int) -> str:
     """An opening post asked as a member would: its title, then its words, cut to the limit."""
-    question = " ".join(f"{title} {text}".split())
-    if len(question) <= max_chars:
-        return question
-    cut = question.rfind(" ", 0, max_chars)
-    return question[: cut if cut > max_chars // 2 else max_chars]
+    return passage(f"{title} {text}", max_chars)
