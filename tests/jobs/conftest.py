@@ -14,6 +14,8 @@ import numpy as np
 import psycopg
 import pytest
 
+from jobs import driver
+from jobs.batch import run_sync
 from models import DummyEmbedder
 from sidecar.resources import Resources
 from tests.conftest import make_settings
@@ -55,6 +57,14 @@ def dummy_res(tmp_path: Path, db_url: str, redis_client: Any, redis_url: str
     res = start_state(tmp_path, db_url, redis_url, DummyEmbedder(dimensions=32))
     yield res
     res.close()
+
+
+@pytest.fixture
+def indexed(dummy_res: Resources) -> Iterator[Resources]:
+    """The demo forum fully embedded (strategy 1, the dummy embedder)."""
+    run = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
+    assert run.stop_reason == "done"
+    yield dummy_res
 
 
 def work(res: Resources, heartbeat_ttl: int = 10) -> bool:

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from jobs import driver
-from jobs.batch import run_sync
 from sidecar.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import public_post_ids, run_record, vector_rows, work
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
-
-@pytest.fixture
-def indexed(dummy_res: Resources) -> Iterator[Resources]:
-    """The demo forum fully embedded (strategy 1)."""
-    run = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
-    assert run.stop_reason == "done"
-    yield dummy_res
 
 
 @pytest.fixture

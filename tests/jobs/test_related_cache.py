@@ -3,15 +3,12 @@ never depends on it (a topic made private leaves every list at once, cached or n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
-from jobs import driver
-from jobs.batch import run_sync
 from sidecar.related_cache import forum_cache, ttl_for
 from sidecar.resources import Resources
 from tests.conftest import API_KEY
@@ -19,13 +16,6 @@ from tests.jobs.conftest import work
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
-
-@pytest.fixture
-def indexed(dummy_res: Resources) -> Iterator[Resources]:
-    """The demo forum fully embedded (strategy 1, the dummy embedder)."""
-    run = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
-    assert run.stop_reason == "done"
-    yield dummy_res
 
 
 @pytest.fixture
