@@ -34,7 +34,6 @@ class CalibrationRun:
 
     calibration: ZoneCalibration
     scores: list[float]
-    topics: list[int]
     seconds: float
     unscored: int = 0
     before: dict[str, float] = field(default_factory=dict)
@@ -85,7 +84,7 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
     log.info("zones of %s: abstain below %.4f, normal from %.4f (%d questions)",
              calibration.scorer, calibration.abstain, calibration.normal, len(scores))
     return CalibrationRun(calibration=calibration, scores=scores,
-                          topics=[p.topic_id for p in sample], unscored=unscored,
+                          unscored=unscored,
                           seconds=time.perf_counter() - started, before=before)
 
 

@@ -67,7 +67,6 @@ class Asked:
 def signals(assessed: Assessment, query: str) -> dict[str, float]:
     """The candidate answerability signals of one assessment (0 where a leg found nothing)."""
     topics = assessed.found.topics
-    kept = assessed.kept
     fused = [t.score for t in topics[:2]] + [0.0, 0.0]
 
     def first(leg: str) -> int | None:
@@ -85,7 +84,7 @@ def signals(assessed: Assessment, query: str) -> dict[str, float]:
         "agree": float(sem_first is not None and sem_first == kw_first),
         "matched": math.log1p(assessed.found.legs.get(Leg.KEYWORD, 0)),
         "words": math.log1p(len(query.split())),
-    } | ({} if kept else {"similarity": 0.0})
+    }
 
 
 def ask(pipeline: RetrievalPipeline, side: str, query: EvalQuery | tuple[str, str], limit: int,
