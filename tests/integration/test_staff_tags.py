@@ -14,15 +14,10 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 
 from sidecar.core.strategy import prepare_text
-from sidecar.db.embeddings import (
-    EmbeddingRow,
-    mark_checked,
-    register_model,
-    stale_candidates,
-    upsert_embeddings,
-)
+from sidecar.db.embeddings import EmbeddingRow, register_model, upsert_embeddings
 from sidecar.db.forum_read import post_sources
 from sidecar.db.migrate import upgrade
+from sidecar.db.stale import mark_checked, stale_candidates
 
 STAFF_GROUP = 3  # Discourse's auto group "staff"
 EVERYONE = 0
