@@ -37,6 +37,9 @@ class ReviewItem(ResponseModel):
     id: str
     created_at: str = Field(description="ISO 8601 timestamp.")
     zone: Literal["normal", "cautious", "abstain"]
+    zone_reason: str | None = Field(
+        description="Why this zone: which score decided, against which thresholds (the "
+                    "forum's calibration or the settings'); null when the input gate decided.")
     query: str
     query_source: str
     gate_reason: str | None

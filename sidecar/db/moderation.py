@@ -30,10 +30,18 @@ _TOP_TITLE: LiteralString = (
     " THEN (r.evidence -> 0 ->> 'post_id')::bigint END AND " + PUBLIC_WHERE
     + ") THEN r.evidence -> 0 ->> 'title' END"
 )
+# Why the zone was given, as the stored trace's zone step said it: which score, against which
+# thresholds (calibrated on the forum or the settings'); none when the input gate decided.
+_ZONE_REASON: LiteralString = (
+    "(SELECT s -> 'detail' ->> 'reason' FROM jsonb_array_elements(CASE WHEN"
+    " jsonb_typeof(r.trace) = 'array' THEN r.trace ELSE '[]'::jsonb END) AS s"
+    " WHERE s ->> 'step' = 'zone' LIMIT 1)"
+)
 _ITEM = sql.SQL("""
     r.id, r.created_at, r.zone, r.query, r.query_source, r.gate_reason, r.scorer, r.top_score,
     r.locale, jsonb_array_length(r.evidence) AS evidence_count,
     """ + _TOP_TITLE + """ AS top_title,
+    """ + _ZONE_REASON + """ AS zone_reason,
     l.label, l.right_topic_id, l.note, l.moderator, l.labelled_at
 """)
 _FROM = sql.SQL(
@@ -79,6 +87,7 @@ class ReviewItem:
     locale: str | None
     evidence_count: int
     top_title: str | None
+    zone_reason: str | None  # which score decided, against which thresholds
     label: str | None
     right_topic_id: int | None
     note: str | None

@@ -39,8 +39,8 @@ def item_json(row: ReviewItem) -> dict[str, Any]:
     """One row of the review list, as the JSON API returns it."""
     return {
         "id": str(row.id), "created_at": row.created_at.isoformat(),
-        "zone": row.zone.value, "query": row.query, "query_source": row.query_source,
-        "gate_reason": row.gate_reason, "scorer": row.scorer,
+        "zone": row.zone.value, "zone_reason": row.zone_reason, "query": row.query,
+        "query_source": row.query_source, "gate_reason": row.gate_reason, "scorer": row.scorer,
         "top_score": row.top_score, "locale": row.locale,
         "evidence_count": row.evidence_count, "top_title": row.top_title,
         "label": _label_of(row),

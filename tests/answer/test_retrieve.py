@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from sidecar.core.evidence import passage, plain_text
 from sidecar.db.forum_read import public_posts
+from sidecar.db.moderation import get_review
 from sidecar.db.retrievals import StoredRetrieval, get_retrieval, list_retrievals
 from tests.answer.conftest import DATA
 from tests.answer.ollama_server import OllamaServer
@@ -258,6 +260,12 @@ def test_zones_follow_the_configured_thresholds(
         row = stored(client, body)
         assert row.zone == zone and row.scorer == body["scorer"]
         assert metric(client, "sidecar_zones_total", zone=zone) == 1
+        if zone != "normal":  # the moderators' review says which score decided, and against what
+            with client.resources.db.connection() as conn:
+                review = get_review(conn, uuid.UUID(body["retrieval_id"]))
+            assert review is not None and review.zone_reason == body["zone_reason"]
+            assert f"{scorer} score" in review.zone_reason and "the settings' thresholds" in \
+                review.zone_reason
 
 
 def test_thresholds_out_of_order_refuse_to_start(make_client: Callable[..., Any]) -> None:

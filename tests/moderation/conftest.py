@@ -89,8 +89,8 @@ def add_retrieval(db_url: str, *, zone: str, score: float | None, scorer: str = 
                   query: str = "how do I renew a certificate?",
                   conversation: list[dict[str, str]] | None = None,
                   created_at: datetime | None = None, top_topic: int = 27,
-                  gate_reason: str | None = None, candidates: list[dict[str, Any]] | None = None
-                  ) -> str:
+                  gate_reason: str | None = None, candidates: list[dict[str, Any]] | None = None,
+                  reason: str | None = None) -> str:
     """Store one retrieval the way /v1/retrieve does; its id."""
     rid = uuid.uuid4()
     evidence = [] if score is None else [{
@@ -109,6 +109,6 @@ def add_retrieval(db_url: str, *, zone: str, score: float | None, scorer: str = 
              Jsonb(candidates if candidates is not None else
                    [{"topic_id": top_topic, "post_id": 169, "score": score, "fused_rank": 1}]),
              Jsonb([{"step": "zone", "status": "done", "ms": 0.1,
-                     "detail": {"zone": zone}}])),
+                     "detail": {"zone": zone, **({"reason": reason} if reason else {})}}])),
         )
     return str(rid)

@@ -12,6 +12,8 @@ from tests.conftest import API_KEY
 from tests.moderation.conftest import BI, CE, MODERATOR_KEY, add_retrieval
 
 LIST = "/v1/moderation/retrievals"
+REASON = ("cross-encoder score -1.5 in [-2, 0): cautious (calibrated on 300 of this forum's "
+          "own questions (2026-12-02))")
 
 
 def test_disabled_without_a_moderator_key(disabled_app: Any) -> None:
@@ -131,9 +133,12 @@ def test_detail(mod_client: Any, api_auth: dict[str, str], clean_retrievals: str
                         candidates=[{"topic_id": 27, "post_id": 169, "score": -1.5,
                                      "fused_rank": 2},
                                     {"topic_id": 3, "post_id": 12, "score": -3.0,
-                                     "fused_rank": 1}])
+                                     "fused_rank": 1}], reason=REASON)
     body = mod_client.get(f"{LIST}/{rid}", headers=api_auth).json
     assert body["id"] == rid and body["zone"] == "cautious"
+    assert body["zone_reason"] == REASON  # which score decided, against which thresholds
+    listed = mod_client.get(LIST, headers=api_auth).json["items"]
+    assert [i["zone_reason"] for i in listed] == [REASON]
     assert body["conversation"][0]["role"] == "user"
     assert body["evidence"][0]["topic_id"] == 27
     titles = {c["topic_id"]: c["title"] for c in body["candidates"]}

@@ -7,9 +7,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from markupsafe import escape
 
 from tests.conftest import API_KEY
-from tests.moderation.conftest import MODERATOR_KEY, add_retrieval
+from tests.moderation.conftest import BI, MODERATOR_KEY, add_retrieval
 
 XSS = '<script>alert("x")</script>"><img src=x onerror=alert(1)><svg onload=alert(2)>'
 
@@ -110,6 +111,20 @@ def test_everything_from_users_is_escaped(mod_client: Any, clean_retrievals: str
                     data={"csrf": csrf, "label": "wrong_evidence", "note": XSS})
     detail = mod_client.get(f"/moderation/retrievals/{rid}").get_data(as_text=True)
     assert "<script>alert" not in detail and "&lt;svg onload=alert(2)&gt;" in detail
+
+
+def test_each_item_says_which_score_decided(mod_client: Any, clean_retrievals: str) -> None:
+    reason = ("bi-encoder score 0.41 < abstain threshold 0.52 (calibrated on 300 of this "
+              "forum's own questions (2026-12-02))")
+    rid = add_retrieval(clean_retrievals, zone="abstain", score=0.41, scorer=BI, reason=reason)
+    gated = add_retrieval(clean_retrievals, zone="abstain", score=None, gate_reason="greeting")
+    login(mod_client)
+    listing = mod_client.get("/moderation/").get_data(as_text=True)
+    assert str(escape(reason)) in listing and "gate: greeting" in listing
+    detail = mod_client.get(f"/moderation/retrievals/{rid}").get_data(as_text=True)
+    assert 'id="zone-reason"' in detail and str(escape(reason)) in detail
+    gated_page = mod_client.get(f"/moderation/retrievals/{gated}").get_data(as_text=True)
+    assert 'id="zone-reason"' not in gated_page  # the gate decided: no score, no threshold
 
 
 def test_label_form_needs_the_csrf_token(mod_client: Any, clean_retrievals: str) -> None:
