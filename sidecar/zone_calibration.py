@@ -17,7 +17,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from sidecar.core.answerability import ZoneCalibration, calibrate, pseudo_question
+from sidecar.core.answerability import (
+    ZoneCalibration,
+    calibrate,
+    pseudo_question,
+    top_keyword,
+)
 from sidecar.core.trace import Trace
 from sidecar.db.calibration_read import opening_posts
 from sidecar.profile import profile_zones, with_zones, write_profile
@@ -35,6 +40,7 @@ class CalibrationRun:
     calibration: ZoneCalibration
     scores: list[float]
     seconds: float
+    keyword: list[float] = field(default_factory=list)  # the keyword leg's best, per score
     unscored: int = 0
     before: dict[str, float] = field(default_factory=dict)
 
@@ -59,6 +65,7 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
     with res.db.connection() as conn:
         sample = opening_posts(conn, questions, seed)
     scores: list[float] = []
+    keyword: list[float] = []
     scorer = ""
     unscored = 0
     for post in tqdm(sample, desc="calibrating zones", unit="question", disable=not progress):
@@ -72,6 +79,7 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
             unscored += 1
             continue
         scores.append(assessed.top)
+        keyword.append(top_keyword(assessed.found.topics))
     created = datetime.now(UTC).isoformat(timespec="seconds")
     calibration = calibrate(scores, scorer=scorer or f"bi-encoder:{res.model.name}",
                             created_at=created, abstain_pct=abstain_pct, normal_pct=normal_pct)
@@ -83,7 +91,7 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
     before["share_of_unanswered_normal"] = calibration.share_above(before["normal"])
     log.info("zones of %s: abstain below %.4f, normal from %.4f (%d questions)",
              calibration.scorer, calibration.abstain, calibration.normal, len(scores))
-    return CalibrationRun(calibration=calibration, scores=scores,
+    return CalibrationRun(calibration=calibration, scores=scores, keyword=keyword,
                           unscored=unscored,
                           seconds=time.perf_counter() - started, before=before)
 

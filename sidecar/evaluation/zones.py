@@ -32,6 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sidecar.answer.pipeline import Assessment, RetrievalPipeline
+from sidecar.core.answerability import Combined, top_keyword
 from sidecar.core.calibration import zone_of
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg
@@ -45,11 +46,12 @@ from sidecar.zone_calibration import calibrate_zones
 log = logging.getLogger(__name__)
 
 SIGNALS: tuple[str, ...] = ("similarity", "fused", "keyword", "margin", "agree", "matched",
-                            "words")
+                            "words", "combined")
 SIDES: tuple[str, ...] = ("answerable", "leave_out", "out_of_domain")
 # The model leaves "matched" out: hiding a fold's topics shrinks the forum, which lowers every
 # leave-out question's match count whatever the question (an artefact of the protocol).
-MODEL_SIGNALS: tuple[str, ...] = tuple(s for s in SIGNALS if s != "matched")
+# "combined" is a fixed function of two others (sidecar.core.answerability.Combined).
+MODEL_SIGNALS: tuple[str, ...] = tuple(s for s in SIGNALS if s not in ("matched", "combined"))
 MAX_OOD = 300  # out-of-domain questions asked per other dump (a seeded sample)
 
 
@@ -73,8 +75,7 @@ def signals(assessed: Assessment, query: str) -> dict[str, float]:
         return next((t.topic_id for t in topics for p in t.posts if p.ranks.get(leg) == 1),
                     None)
 
-    keyword = max((p.leg_scores.get(Leg.KEYWORD, 0.0) for t in topics for p in t.posts),
-                  default=0.0)
+    keyword = top_keyword(topics)
     sem_first, kw_first = first(Leg.SEMANTIC), first(Leg.KEYWORD)
     return {
         "similarity": assessed.top if assessed.top is not None else 0.0,
@@ -179,6 +180,12 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
                            disable=not progress):
                 asked.append(ask(pipeline, "out_of_domain", (f"{path.name}:{oq.id}", oq.text),
                                  limit, max_chars))
+        # The label-free combination, standardised on the same calibration questions.
+        combine = Combined.fit(calibration.scores, calibration.keyword)
+        for a in asked:
+            a.signals["combined"] = combine(a.signals["similarity"], a.signals["keyword"])
+        combined_cal = [combine(x, k) for x, k in zip(calibration.scores, calibration.keyword,
+                                                      strict=True)]
         scorer = pipeline.assess("calibration check", limit, Trace()).scorer
         kind = scorer.split(":", 1)[0]
         s = res.settings
@@ -202,10 +209,11 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
             "logistic": cv_logistic(by_side["answerable"], by_side["leave_out"], fold_of,
                                     MODEL_SIGNALS, seed),
             "tradeoff": tradeoff(calibration.scores, by_side),
+            "tradeoff_combined": tradeoff(combined_cal, by_side, "combined")["normal"],
             "risk_coverage": {sig: risk_coverage(
                 [a.signals[sig] for a in by_side["answerable"]],
                 [a.signals[sig] for a in by_side["leave_out"] + by_side["out_of_domain"]])
-                for sig in ("similarity", "fused", "keyword")},
+                for sig in ("similarity", "fused", "keyword", "combined")},
             "per_query": [{"side": a.side, "query_id": a.query_id, "top": a.top,
                            "evidence_hit": a.evidence_hit,
                            **{k: round(v, 6) for k, v in a.signals.items()}} for a in asked],
@@ -227,13 +235,15 @@ NORMAL_PCTS = (40, 50, 60, 70, 80)
 ABSTAIN_PCTS = (5, 10, 15)
 
 
-def tradeoff(scores: Sequence[float], by_side: dict[str, list[Asked]]) -> dict[str, Any]:
+def tradeoff(scores: Sequence[float], by_side: dict[str, list[Asked]],
+             signal: str = "similarity") -> dict[str, Any]:
     """What other calibration percentiles would give: per normal percentile, the answerable
     questions (with a relevant topic in the evidence) kept normal and the leave-out ones sent to
     cautious or abstain; per abstain percentile, the out-of-domain and the answerable ones that
-    abstain (``sidecar calibrate --normal-pct / --abstain-pct``)."""
+    abstain (``sidecar calibrate --normal-pct / --abstain-pct``). ``scores`` are the
+    calibration questions' values of ``signal``."""
     def below(rows: Sequence[Asked], t: float) -> float | None:
-        return round(sum((a.top or 0.0) < t for a in rows) / len(rows), 4) if rows else None
+        return round(sum(a.signals[signal] < t for a in rows) / len(rows), 4) if rows else None
 
     answered = [a for a in by_side["answerable"] if a.evidence_hit]
     normal = {}

@@ -54,6 +54,15 @@ def to_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| p{pct} | {v['threshold']:.4f} | "
                          f"{_pct(v['out_of_domain_abstain'])} | "
                          f"{_pct(v['answerable_abstain'])} |")
+    combined = doc.get("tradeoff_combined")
+    if combined:
+        lines += ["", "The label-free combination (`combined`: similarity and log keyword score, "
+                  "each standardised on the calibration questions), measured, not served:", "",
+                  "| normal at | threshold | answerable (evidence hit) normal | leave-out "
+                  "cautious or abstain |", "|---|---|---|---|"]
+        for pct, v in combined.items():
+            lines.append(f"| p{pct} | {v['threshold']:.4f} | {_pct(v['answerable_normal'])} | "
+                         f"{_pct(v['leave_out_held_back'])} |")
     lr = doc["logistic"]
     if lr.get("auroc_held_out") is not None:
         coefs = ", ".join(f"{k} {v:+.2f}" for k, v in lr["coefficients"].items())

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from sidecar.core.answerability import MIN_QUESTIONS, calibrate, pseudo_question
+from sidecar.core.answerability import (
+    MIN_QUESTIONS,
+    Combined,
+    calibrate,
+    pseudo_question,
+    top_keyword,
+)
+from sidecar.core.types import FusedPost, TopicHit
 
 SCORES = [i / 100 for i in range(30, 90)]  # 60 questions scoring 0.30 ... 0.89
 
@@ -42,3 +51,26 @@ def test_a_pseudo_question_is_the_title_then_the_words_cut_at_a_word() -> None:
     assert pseudo_question("Title", "some  words\nhere", 100) == "Title some words here"
     long = pseudo_question("Title", "word " * 100, 42)
     assert len(long) <= 42 and not long.endswith(" ") and long.startswith("Title word")
+
+
+def test_the_combination_standardises_on_the_calibration_questions() -> None:
+    keyword = [math.expm1(2 + (i % 7) / 3) for i in range(len(SCORES))]
+    combine = Combined.fit(SCORES, keyword, weight=0.5)
+    combined = [combine(s, k) for s, k in zip(SCORES, keyword, strict=True)]
+    # Each part has mean 0 and unit spread on the calibration questions: so has their mean sum.
+    assert sum(combined) / len(combined) == pytest.approx(0.0, abs=1e-9)
+    mid = (combine.sim_mean, math.expm1(combine.kw_mean))
+    assert combine(*mid) == pytest.approx(0.0, abs=1e-9)
+    # One standard deviation more similarity counts 1, one more of log keyword score 0.5.
+    assert combine(mid[0] + combine.sim_std, mid[1]) == pytest.approx(1.0)
+    assert combine(mid[0], math.expm1(combine.kw_mean + combine.kw_std)) == pytest.approx(0.5)
+    assert combine(mid[0], -3.0) == combine(mid[0], 0.0)  # no keyword match is 0, never less
+    with pytest.raises(ValueError, match="two"):
+        Combined.fit([0.5, math.nan], [1.0, 1.0])
+
+
+def test_top_keyword_reads_the_keyword_leg_only() -> None:
+    posts = (FusedPost(1, 10, 0.9, {"semantic": 1}, {"semantic": 0.9}),
+             FusedPost(2, 10, 0.5, {"keyword": 1}, {"keyword": 7.5}))
+    assert top_keyword([TopicHit(10, 0.9, posts)]) == 7.5
+    assert top_keyword([TopicHit(10, 0.9, posts[:1])]) == 0.0 and top_keyword([]) == 0.0

@@ -41,6 +41,11 @@ def test_eval_zones_on_the_demo_with_another_dump_out_of_domain(
     assert trade["abstain"]["10"]["threshold"] == cal["abstain"]
     held = [trade["normal"][p]["leave_out_held_back"] for p in ("40", "50", "60", "70", "80")]
     assert held == sorted(held)  # a higher normal threshold holds back more
+    combined = doc["tradeoff_combined"]
+    held = [combined[p]["leave_out_held_back"] for p in ("40", "50", "60", "70", "80")]
+    assert held == sorted(held) and combined["80"]["threshold"] > combined["40"]["threshold"]
+    # Standardised on the calibration questions, their own combined scores centre on zero.
+    assert combined["40"]["threshold"] < 0.5 and combined["80"]["threshold"] > -0.5
     # Leave-out questions are asked without their relevant topics: their evidence never hits.
     assert all(not r["evidence_hit"] for r in doc["per_query"] if r["side"] == "leave_out")
     assert sum(r["evidence_hit"] for r in doc["per_query"] if r["side"] == "answerable") >= 30
@@ -49,6 +54,8 @@ def test_eval_zones_on_the_demo_with_another_dump_out_of_domain(
             assert 0.0 <= v["ci_low"] <= v["auroc"] <= v["ci_high"] <= 1.0, signal
     # The answerable questions score higher than the same questions without their topics.
     assert doc["auroc"]["leave_out"]["similarity"]["auroc"] > 0.6
+    assert "combined" in doc["auroc"]["out_of_domain"] and "combined" in doc["risk_coverage"]
+    assert "| p80 |" in out.with_suffix(".md").read_text()
     assert doc["logistic"]["auroc_held_out"] is not None
     assert "Answer or abstain" in result.output
 
