@@ -59,7 +59,8 @@ bench-scale: $(DEV)
 # query, body as its details), the demo forum's own questions (keyword and paraphrase, FR/EN), a
 # forum nothing was tuned on (2002 mailing lists from the npm registry, known-item questions) and
 # an FAQ asked in paraphrase (covidfaq). Then answer or abstain on the two judged forums: their
-# own questions, the same without their topics, and each other's questions. Last, related
+# own questions, the same without their topics, and each other's questions (and the mail-list
+# forum's, asked without their topics and beside covidfaq's). Last, related
 # topics and "already asked?" (each judged question added to the forum as a topic of its own).
 eval: $(DEV)
 	$(BIN)/sidecar eval --out eval-results/eval.json
@@ -70,6 +71,8 @@ eval: $(DEV)
 	$(BIN)/sidecar eval --part zones --ood ../shared/eval/covidfaq --out eval-results/zones.json
 	$(BIN)/sidecar eval --part zones --dump ../shared/eval/covidfaq \
 		--ood ../shared/eval/qatarliving --out eval-results/zones-covidfaq.json
+	$(BIN)/sidecar eval --part zones --dump "$$(sh scripts/mail-forum.sh)" \
+		--ood ../shared/eval/covidfaq --out eval-results/zones-mail.json
 	$(BIN)/sidecar eval-related --ood ../shared/eval/covidfaq \
 		--ood "$$(sh scripts/mail-forum.sh)" --out eval-results/related
 
