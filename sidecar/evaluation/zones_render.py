@@ -41,13 +41,8 @@ def to_markdown(doc: dict[str, Any]) -> str:
                          f"{v['ci_high']:.3f}] |")
     trade = doc.get("tradeoff")
     if trade:
-        lines += ["", "Other calibration percentiles (`sidecar calibrate --normal-pct` / "
-                  "`--abstain-pct`):", "",
-                  "| normal at | threshold | answerable (evidence hit) normal | leave-out "
-                  "cautious or abstain |", "|---|---|---|---|"]
-        for pct, v in trade["normal"].items():
-            lines.append(f"| p{pct} | {v['threshold']:.4f} | {_pct(v['answerable_normal'])} | "
-                         f"{_pct(v['leave_out_held_back'])} |")
+        lines += _normal_table("Other calibration percentiles (`sidecar calibrate "
+                               "--normal-pct` / `--abstain-pct`):", trade["normal"])
         lines += ["", "| abstain at | threshold | out of domain abstain | answerable abstain |",
                   "|---|---|---|---|"]
         for pct, v in trade["abstain"].items():
@@ -56,13 +51,9 @@ def to_markdown(doc: dict[str, Any]) -> str:
                          f"{_pct(v['answerable_abstain'])} |")
     combined = doc.get("tradeoff_combined")
     if combined:
-        lines += ["", "The label-free combination (`combined`: similarity and log keyword score, "
-                  "each standardised on the calibration questions), measured, not served:", "",
-                  "| normal at | threshold | answerable (evidence hit) normal | leave-out "
-                  "cautious or abstain |", "|---|---|---|---|"]
-        for pct, v in combined.items():
-            lines.append(f"| p{pct} | {v['threshold']:.4f} | {_pct(v['answerable_normal'])} | "
-                         f"{_pct(v['leave_out_held_back'])} |")
+        lines += _normal_table("The label-free combination (`combined`: similarity and log "
+                               "keyword score, each standardised on the calibration questions), "
+                               "measured, not served:", combined)
     lr = doc["logistic"]
     if lr.get("auroc_held_out") is not None:
         coefs = ", ".join(f"{k} {v:+.2f}" for k, v in lr["coefficients"].items())
@@ -70,6 +61,17 @@ def to_markdown(doc: dict[str, Any]) -> str:
                   f"leave-out, held out by fold: AUROC {lr['auroc_held_out']:.3f} (coefficients on "
                   f"standardised signals: {coefs})."]
     return "\n".join(lines) + "\n"
+
+
+def _normal_table(title: str, rows: dict[str, Any]) -> list[str]:
+    """Per normal percentile: its threshold, the answerable questions kept normal and the
+    leave-out ones held back."""
+    lines = ["", title, "", "| normal at | threshold | answerable (evidence hit) normal | "
+             "leave-out cautious or abstain |", "|---|---|---|---|"]
+    for pct, v in rows.items():
+        lines.append(f"| p{pct} | {v['threshold']:.4f} | {_pct(v['answerable_normal'])} | "
+                     f"{_pct(v['leave_out_held_back'])} |")
+    return lines
 
 
 def _pct(value: float | None) -> str:
