@@ -113,6 +113,8 @@ class ZoneCalibrationModel(BaseModel):
     questions: int = Field(ge=1)
     created_at: str
     quantiles: list[float] = Field(default_factory=list)
+    basis: Literal["opening_posts", "asked"] = "opening_posts"
+    asked: int = Field(default=0, ge=0)
 
     def to_calibration(self, scorer: str) -> ZoneCalibration:
         """The core value (ValueError when the thresholds are out of order)."""
@@ -121,14 +123,16 @@ class ZoneCalibrationModel(BaseModel):
         return ZoneCalibration(scorer=scorer, abstain=self.abstain, normal=self.normal,
                                abstain_pct=self.abstain_pct, normal_pct=self.normal_pct,
                                questions=self.questions, created_at=self.created_at,
-                               quantiles=tuple(self.quantiles))
+                               quantiles=tuple(self.quantiles), basis=self.basis,
+                               asked=self.asked)
 
     @classmethod
     def of(cls, cal: ZoneCalibration) -> ZoneCalibrationModel:
         """From the core value."""
         return cls(abstain=cal.abstain, normal=cal.normal, abstain_pct=cal.abstain_pct,
                    normal_pct=cal.normal_pct, questions=cal.questions,
-                   created_at=cal.created_at, quantiles=list(cal.quantiles))
+                   created_at=cal.created_at, quantiles=list(cal.quantiles),
+                   basis="asked" if cal.basis == "asked" else "opening_posts", asked=cal.asked)
 
 
 class LinkRuleModel(BaseModel):

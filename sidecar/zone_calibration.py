@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from tqdm import tqdm
 
+from sidecar.answer.pipeline import Assessment, RetrievalPipeline
 from sidecar.core.answerability import (
     ZoneCalibration,
     calibrate,
@@ -24,13 +26,16 @@ from sidecar.core.answerability import (
     top_keyword,
 )
 from sidecar.core.trace import Trace
-from sidecar.db.calibration_read import opening_posts
+from sidecar.db.calibration_read import asked_questions, opening_posts
 from sidecar.profile import profile_zones, with_zones, write_profile
 from sidecar.resources import Resources
 
 log = logging.getLogger(__name__)
 
 DEFAULT_QUESTIONS = 300
+# Stored questions from which "auto" reads the normal threshold from the members' questions.
+MIN_ASKED = 100
+Basis = Literal["auto", "opening_posts", "asked"]
 
 
 @dataclass
@@ -49,21 +54,57 @@ class CalibrationRun:
         c = self.calibration
         return {"scorer": c.scorer, "abstain": c.abstain, "normal": c.normal,
                 "abstain_pct": c.abstain_pct, "normal_pct": c.normal_pct,
-                "questions": c.questions, "unscored": self.unscored,
-                "created_at": c.created_at, "quantiles": list(c.quantiles),
+                "questions": c.questions, "basis": c.basis, "asked": c.asked,
+                "unscored": self.unscored, "created_at": c.created_at,
+                "quantiles": list(c.quantiles),
                 "before": self.before, "seconds": round(self.seconds, 1)}
+
+
+def asked_scores(pipeline: RetrievalPipeline, texts: Sequence[str], limit: int, *,
+                 progress: bool = False) -> list[float | None]:
+    """Each question asked of the forum, then again without the topic that answered it best:
+    its best score then (None when nothing was found either time), in the order given."""
+    out: list[float | None] = []
+    for text in tqdm(texts, desc="members' questions", unit="question", disable=not progress):
+        first = pipeline.assess(text, limit, Trace())
+        _check(first)
+        scored = [c for c in first.kept if c.score is not None]
+        if not scored:
+            out.append(None)
+            continue
+        best = max(scored, key=lambda c: c.score or 0.0).topic.topic_id
+        again = pipeline.assess(text, limit, Trace(), frozenset({best}))
+        _check(again)
+        out.append(again.top)
+    return out
+
+
+def _check(assessed: Assessment) -> None:
+    if assessed.rerank_error is not None:  # thresholds of one scorer only
+        raise ValueError(f"the cross-encoder failed during calibration: "
+                         f"{assessed.rerank_error}")
 
 
 def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed: int = 0,
                     abstain_pct: float = 10.0, normal_pct: float = 80.0,
-                    progress: bool = True) -> CalibrationRun:
+                    basis: Basis = "auto", progress: bool = True) -> CalibrationRun:
     """Ask the forum ``questions`` of its own opening posts, each without its topic, and set
-    the zone thresholds of the scorer that answered them (ValueError when too few)."""
+    the zone thresholds of the scorer that answered them (ValueError when too few). With
+    ``basis`` "asked" (or "auto" and at least :data:`MIN_ASKED` of them stored), the normal
+    threshold is read from up to ``questions`` of the questions members asked instead."""
     started = time.perf_counter()
     pipeline = res.retrieval()
     limit = res.settings.retrieve_limit
     with res.db.connection() as conn:
         sample = opening_posts(conn, questions, seed)
+        members = asked_questions(conn, questions) if basis != "opening_posts" else []
+    if basis == "auto" and len(members) < MIN_ASKED:
+        members = []
+    asked = ([s for s in asked_scores(pipeline, members, limit, progress=progress)
+              if s is not None] if members else None)
+    if basis == "asked" and not members:
+        raise ValueError("no stored question to read the normal threshold from: the forum's "
+                         "members have not asked through /v1/retrieve yet")
     scores: list[float] = []
     keyword: list[float] = []
     scorer = ""
@@ -71,9 +112,7 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
     for post in tqdm(sample, desc="calibrating zones", unit="question", disable=not progress):
         query = pseudo_question(post.title, post.text, res.settings.max_query_chars)
         assessed = pipeline.assess(query, limit, Trace(), frozenset({post.topic_id}))
-        if assessed.rerank_error is not None:  # thresholds of one scorer only
-            raise ValueError(f"the cross-encoder failed during calibration: "
-                             f"{assessed.rerank_error}")
+        _check(assessed)
         scorer = assessed.scorer
         if assessed.top is None:
             unscored += 1
@@ -82,15 +121,17 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
         keyword.append(top_keyword(assessed.found.topics))
     created = datetime.now(UTC).isoformat(timespec="seconds")
     calibration = calibrate(scores, scorer=scorer or f"bi-encoder:{res.model.name}",
-                            created_at=created, abstain_pct=abstain_pct, normal_pct=normal_pct)
+                            created_at=created, abstain_pct=abstain_pct, normal_pct=normal_pct,
+                            asked=asked)
     kind = calibration.scorer.split(":", 1)[0]
     settings = res.settings
     before = ({"abstain": settings.zone_ce_abstain, "normal": settings.zone_ce_normal}
               if kind == "cross-encoder" else
               {"abstain": settings.zone_cos_abstain, "normal": settings.zone_cos_normal})
     before["share_of_unanswered_normal"] = calibration.share_above(before["normal"])
-    log.info("zones of %s: abstain below %.4f, normal from %.4f (%d questions)",
-             calibration.scorer, calibration.abstain, calibration.normal, len(scores))
+    log.info("zones of %s: abstain below %.4f, normal from %.4f (%d questions, %d asked)",
+             calibration.scorer, calibration.abstain, calibration.normal, len(scores),
+             calibration.asked)
     return CalibrationRun(calibration=calibration, scores=scores, keyword=keyword,
                           unscored=unscored,
                           seconds=time.perf_counter() - started, before=before)

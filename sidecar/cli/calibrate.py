@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import click
 
@@ -21,11 +22,17 @@ from sidecar.settings import Settings
               help="Abstain below this percentile of their best scores.")
 @click.option("--normal-pct", type=click.FloatRange(0, 100), default=80.0, show_default=True,
               help="Normal from this percentile (this share of them get cautious or abstain).")
+@click.option("--basis", type=click.Choice(["auto", "opening_posts", "asked"]), default="auto",
+              show_default=True,
+              help="Where the normal threshold is read from: the opening posts, or up to "
+                   "--questions of the questions members asked (stored retrievals), each "
+                   "re-asked without the topic that answered it best; auto takes the members' "
+                   "once 100 are stored.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--dry-run", is_flag=True, help="Report only; do not write the search profile.")
 @click.pass_obj
 def calibrate_cmd(settings: Settings, questions: int, seed: int, abstain_pct: float,
-                  normal_pct: float, as_json: bool, dry_run: bool) -> None:
+                  normal_pct: float, basis: str, as_json: bool, dry_run: bool) -> None:
     """Calibrate the answer zones on the forum itself, before anyone labels anything.
 
     Opening posts are asked as members' questions with their own topic hidden: questions of the
@@ -39,13 +46,14 @@ def calibrate_cmd(settings: Settings, questions: int, seed: int, abstain_pct: fl
     # Heavy (the models, numpy): loaded when the command runs.
     from sidecar.profile import with_zones, write_profile
     from sidecar.resources import start_resources
-    from sidecar.zone_calibration import calibrate_zones
+    from sidecar.zone_calibration import Basis, calibrate_zones
 
     res = start_resources(settings)
     try:
         try:
             run = calibrate_zones(res, questions=questions, seed=seed, abstain_pct=abstain_pct,
-                                  normal_pct=normal_pct, progress=not as_json)
+                                  normal_pct=normal_pct, basis=cast(Basis, basis),
+                                  progress=not as_json)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
         report = run.as_dict()
@@ -55,8 +63,10 @@ def calibrate_cmd(settings: Settings, questions: int, seed: int, abstain_pct: fl
             c = run.calibration
             click.echo(f"{c.scorer}: {c.questions} questions of this forum asked without their "
                        f"topic ({run.seconds:.0f} s)")
+            normal_of = (f" of {c.asked} questions members asked, each without the topic that "
+                         "answered it best" if c.basis == "asked" else "")
             click.echo(f"  abstain below {c.abstain:.4f} (p{c.abstain_pct:g}); normal from "
-                       f"{c.normal:.4f} (p{c.normal_pct:g})")
+                       f"{c.normal:.4f} (p{c.normal_pct:g}{normal_of})")
             click.echo(f"  before: abstain below {run.before['abstain']:g}, normal from "
                        f"{run.before['normal']:g}, which let "
                        f"{run.before['share_of_unanswered_normal']:.0%} of them through as "

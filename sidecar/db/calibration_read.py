@@ -1,4 +1,5 @@
-"""Reads for the zone calibration: a sample of the forum's own questions (opening posts)."""
+"""Reads for the zone calibration: the forum's own questions (opening posts), and those its
+members asked (stored retrievals)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,14 @@ def accepted_answers(conn: DictConn, n: int) -> list[tuple[OpeningPost, int]]:
     return [(OpeningPost(topic_id=int(r["topic_id"]), title=str(r["title"]),
                          text=html_to_text(r["cooked"] or "", drop_quotes=True)),
              int(r["answer_post_id"])) for r in rows]
+
+
+def asked_questions(conn: DictConn, n: int) -> list[str]:
+    """Up to ``n`` distinct questions the forum's members asked (the standalone queries of
+    stored retrievals; the input gate's refusals left out), the most recently asked first."""
+    rows = conn.execute(
+        "SELECT query FROM sidecar_retrievals WHERE query <> '' AND gate_reason IS NULL"
+        " GROUP BY query ORDER BY max(created_at) DESC, query LIMIT %(n)s",
+        {"n": n},
+    ).fetchall()
+    return [str(r["query"]) for r in rows]

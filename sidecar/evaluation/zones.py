@@ -23,7 +23,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sidecar.answer.pipeline import Assessment, RetrievalPipeline
-from sidecar.core.answerability import Combined, top_keyword
+from sidecar.core.answerability import Combined, ZoneCalibration, calibrate, top_keyword
 from sidecar.core.calibration import zone_of
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg
@@ -41,7 +41,7 @@ from sidecar.evaluation.dataset import EvalQuery, load_dataset
 from sidecar.evaluation.state import prepare_state
 from sidecar.evaluation.zone_stats import auroc_ci, cv_logistic, risk_coverage
 from sidecar.settings import Settings
-from sidecar.zone_calibration import calibrate_zones
+from sidecar.zone_calibration import asked_scores, calibrate_zones
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +129,14 @@ def topic_folds(queries: Sequence[EvalQuery], k: int, seed: int
     return [fold for fold in folds if fold[1]]
 
 
-def zone_counts(asked: Sequence[Asked], limits: Thresholds) -> dict[str, Any]:
-    """Zones of one side under ``limits``, and the rates the issue's criteria read."""
-    zones = [zone_of(a.top, limits) if a.top is not None else "abstain" for a in asked]
+def zone_counts(asked: Sequence[Asked], limits: Thresholds,
+                per_query: Mapping[str, Thresholds] | None = None) -> dict[str, Any]:
+    """Zones of one side under ``limits`` (or a question's own, in ``per_query``), and the
+    rates the issue's criteria read."""
+    def limits_of(a: Asked) -> Thresholds:
+        return (per_query or {}).get(a.query_id, limits)
+
+    zones = [zone_of(a.top, limits_of(a)) if a.top is not None else "abstain" for a in asked]
     n = max(len(zones), 1)
     counts = {z: zones.count(z) for z in ("normal", "cautious", "abstain")}
     hits = [z for z, a in zip(zones, asked, strict=True) if a.evidence_hit]
@@ -159,7 +164,7 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
         limit, max_chars = res.settings.retrieve_limit, res.settings.max_query_chars
         # What a fresh forum gets: thresholds from its own questions, before any label.
         calibration = calibrate_zones(res, questions=calibration_questions, seed=seed,
-                                      progress=progress)
+                                      basis="opening_posts", progress=progress)
         cal = calibration.calibration
         queries = dataset.scored()
         asked: list[Asked] = []
@@ -171,6 +176,14 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
                           disable=not progress):
                 fold_of[queries[i].id] = f
                 asked.append(ask(pipeline, "leave_out", queries[i], limit, max_chars, hidden))
+        # What the forum gets once its members have asked (`sidecar calibrate --basis asked`):
+        # the normal threshold read from their questions, here the judged ones of the other
+        # folds, each re-asked without the topic that answered it best (no label read).
+        member_scores = asked_scores(
+            pipeline, [" ".join(q.text.split())[:max_chars] for q in queries], limit,
+            progress=progress)
+        by_members = members_thresholds(calibration.scores, member_scores, queries, fold_of,
+                                        cal)
         rng = random.Random(seed)
         for path, other in others:
             picked = list(other.queries)
@@ -201,10 +214,14 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
                            "calibrated": {"abstain": cal.abstain, "normal": cal.normal,
                                           "abstain_pct": cal.abstain_pct,
                                           "normal_pct": cal.normal_pct,
-                                          "questions": cal.questions}},
-            "zones": {name: {side: zone_counts(rows, limits) for side, rows in by_side.items()
-                             if rows}
-                      for name, limits in (("settings", fixed), ("calibrated", calibrated))},
+                                          "questions": cal.questions},
+                           **({"members": by_members[2]} if by_members else {})},
+            "zones": {name: {side: zone_counts(rows, limits, per_query)
+                             for side, rows in by_side.items() if rows}
+                      for name, limits, per_query in (
+                          ("settings", fixed, None), ("calibrated", calibrated, None),
+                          *((("members' questions", by_members[1], by_members[0]),)
+                            if by_members else ()))},
             "auroc": _auroc(by_side, resamples, seed),
             "logistic": cv_logistic(by_side["answerable"], by_side["leave_out"], fold_of,
                                     MODEL_SIGNALS, seed),
@@ -229,6 +246,34 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
         return doc
     finally:
         state.close()
+
+
+def members_thresholds(own: Sequence[float], members: Sequence[float | None],
+                       queries: Sequence[EvalQuery], fold_of: Mapping[str, int],
+                       cal: ZoneCalibration
+                       ) -> tuple[dict[str, Thresholds], Thresholds, dict[str, Any]] | None:
+    """Thresholds read from members' questions, held out by fold: each fold's questions get
+    the normal threshold of the other folds' ``members`` scores (the abstain one stays the
+    opening posts'); the questions of no fold and other dumps' get the one of all. None when
+    too few are scored."""
+    def limits(fold: int | None) -> Thresholds:
+        scores = [s for q, s in zip(queries, members, strict=True)
+                  if s is not None and (fold is None or fold_of.get(q.id) != fold)]
+        c = calibrate(own, scorer=cal.scorer, created_at=cal.created_at,
+                      abstain_pct=cal.abstain_pct, normal_pct=cal.normal_pct, asked=scores)
+        return Thresholds(c.abstain, c.normal)
+
+    try:
+        every = limits(None)
+        per_fold = {f: limits(f) for f in sorted(set(fold_of.values()))}
+    except ValueError as exc:
+        log.warning("no thresholds from the members' questions: %s", exc)
+        return None
+    per_query = {qid: per_fold[f] for qid, f in fold_of.items()}
+    report = {"abstain": every.abstain, "normal": every.normal, "normal_pct": cal.normal_pct,
+              "normal_by_fold": [per_fold[f].normal for f in sorted(per_fold)],
+              "questions": sum(s is not None for s in members)}
+    return per_query, every, report
 
 
 NORMAL_PCTS = (40, 50, 60, 70, 80)

@@ -22,6 +22,7 @@ def to_markdown(doc: dict[str, Any]) -> str:
         f"{th['settings']['normal']:g}; calibrated on {cal['questions']} of the forum's own "
         f"questions (p{cal['abstain_pct']:g} / p{cal['normal_pct']:g}): abstain < "
         f"{cal['abstain']:.4f}, normal >= {cal['normal']:.4f}.",
+        *_members_line(th.get("members")),
         "",
         "| thresholds | side | n | normal | cautious | abstain | normal when evidence hit |",
         "|---|---|---|---|---|---|---|",
@@ -61,6 +62,15 @@ def to_markdown(doc: dict[str, Any]) -> str:
                   f"leave-out, held out by fold: AUROC {lr['auroc_held_out']:.3f} (coefficients on "
                   f"standardised signals: {coefs})."]
     return "\n".join(lines) + "\n"
+
+
+def _members_line(members: dict[str, Any] | None) -> list[str]:
+    if not members:
+        return []
+    folds = ", ".join(f"{v:.4f}" for v in members["normal_by_fold"])
+    return [f"Members' questions ({members['questions']} judged queries, each re-asked without "
+            "the topic that answered it best; no label read): normal >= "
+            f"p{members['normal_pct']:g} of the other folds' ({folds}), abstain as calibrated."]
 
 
 def _normal_table(title: str, rows: dict[str, Any]) -> list[str]:

@@ -74,3 +74,22 @@ def test_top_keyword_reads_the_keyword_leg_only() -> None:
              FusedPost(2, 10, 0.5, {"keyword": 1}, {"keyword": 7.5}))
     assert top_keyword([TopicHit(10, 0.9, posts)]) == 7.5
     assert top_keyword([TopicHit(10, 0.9, posts[:1])]) == 0.0 and top_keyword([]) == 0.0
+
+
+def test_the_normal_threshold_from_the_members_questions() -> None:
+    members = [i / 100 for i in range(20, 60)]  # 40 questions scoring 0.20 ... 0.59
+    cal = calibrate(SCORES, scorer="bi-encoder:m", created_at="2026-12-02T00:00:00+00:00",
+                    asked=members)
+    assert cal.abstain == pytest.approx(0.359, abs=1e-6)  # still the opening posts' p10
+    assert cal.normal == pytest.approx(0.512, abs=1e-6)  # the members' p80
+    assert (cal.basis, cal.asked, cal.questions) == ("asked", 40, 60)
+    assert cal.quantiles[0] == 0.2 and cal.quantiles[-1] == 0.59  # the members' scores
+    assert cal.share_above(cal.normal) == pytest.approx(0.2, abs=0.02)
+    assert cal.source() == ("calibrated on 40 questions this forum's members asked and 60 of "
+                            "its own (2026-12-02)")
+    with pytest.raises(ValueError, match="at least 20"):
+        calibrate(SCORES, scorer="s", created_at="x", asked=members[:19])
+    with pytest.raises(ValueError, match="below abstain"):
+        calibrate(SCORES, scorer="s", created_at="x", asked=[0.1] * 30)
+    plain = calibrate(SCORES, scorer="s", created_at="x")
+    assert (plain.basis, plain.asked) == ("opening_posts", 0)

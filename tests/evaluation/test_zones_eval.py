@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from click.testing import CliRunner
 
 from sidecar.api import create_app
 from sidecar.bootstrap import demo_dir
 from sidecar.cli.main import main
+from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.state import prepare_state
 from sidecar.profile import read_profile
 from sidecar.resources import start_resources
@@ -57,6 +59,12 @@ def test_eval_zones_on_the_demo_with_another_dump_out_of_domain(
     assert "combined" in doc["auroc"]["out_of_domain"] and "combined" in doc["risk_coverage"]
     assert "| p80 |" in out.with_suffix(".md").read_text()
     assert doc["logistic"]["auroc_held_out"] is not None
+    # Thresholds read from the members' questions, held out by fold (no label read).
+    members = doc["thresholds"]["members"]
+    assert len(members["normal_by_fold"]) == 3 and members["questions"] >= 30
+    assert members["abstain"] == cal["abstain"]
+    by_members = doc["zones"]["members' questions"]
+    assert by_members["answerable"]["n"] == 36 and by_members["leave_out"]["n"] == 36
     assert "Answer or abstain" in result.output
 
 
@@ -99,5 +107,34 @@ def test_calibrate_writes_zones_that_retrieve_then_serves(
         off_topic = client.post("/v1/retrieve", headers=auth, json={"messages": [
             {"role": "user", "content": "What is the best recipe for a lemon tart?"}]}).json
         assert off_topic["zone"] == "abstain"
+        # Two stored questions are too few to read the normal threshold from the members'.
+        few = CliRunner().invoke(main, ["calibrate", "--basis", "asked", "--dry-run"], env=env)
+        assert few.exit_code == 1 and "at least 20" in few.output
+        for q in load_dataset(demo_dir()).queries:  # the members ask (each stored)
+            resp = client.post("/v1/retrieve", headers=auth,
+                               json={"messages": [{"role": "user", "content": q.text}]})
+            assert resp.status_code == 200
     finally:
         res.close()
+    try:
+        auto = CliRunner().invoke(main, ["calibrate", "--dry-run", "--json"], env=env)
+        assert json.loads(auto.stdout)["basis"] == "opening_posts"  # fewer than 100 stored
+        result = CliRunner().invoke(main, ["calibrate", "--basis", "asked", "--json"], env=env)
+        assert result.exit_code == 0, result.output
+        members = json.loads(result.stdout)
+        assert members["basis"] == "asked" and members["asked"] >= 30
+        # The abstain threshold stays the opening posts'; the normal one is the members'.
+        assert members["abstain"] == report["abstain"] and members["normal"] != report["normal"]
+        res = start_resources(settings)
+        client = create_app(settings, res).test_client()
+        body = client.post("/v1/retrieve", headers=auth, json={"messages": [
+            {"role": "user", "content": "How do I get WireGuard through CGNAT?"}]}).json
+        assert f"calibrated on {members['asked']} questions this forum's members asked" in \
+            body["zone_reason"]
+        zone = next(s for s in body["trace"] if s["step"] == "zone")["detail"]
+        assert zone["normal_from"] == members["normal"]
+        res.close()
+    finally:
+        with psycopg.connect(settings.database_url) as conn:
+            conn.execute("DELETE FROM sidecar_retrievals")
+        settings.profile_path().unlink(missing_ok=True)
