@@ -1,8 +1,9 @@
 """The zone chart of the moderator calibration page: inline SVG (the pages allow no script
 and no image fetch), drawn from numbers only.
 
-For one scorer, against the score threshold: the share of the forum's own questions asked
-without their topic (the calibration, ``sidecar calibrate``) that score at least that much, i.e.
+For one scorer, against the score threshold: the share of the questions its normal threshold
+was read from (``sidecar calibrate``: the forum's opening posts, or its members' questions),
+asked without the topic that answers them, that score at least that much, i.e.
 the risk of a *normal* answer where the forum holds none; and, where moderators labelled
 retrievals, the share of "should have answered" (coverage) and of "correct abstention" above
 it. Vertical lines mark today's abstain and normal thresholds.

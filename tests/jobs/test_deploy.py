@@ -74,7 +74,7 @@ def _unit_commands(unit: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("unit", ["sidecar-api.service", "sidecar-worker.service",
-                                  "sidecar-backfill.service"])
+                                  "sidecar-backfill.service", "sidecar-calibrate.service"])
 def test_the_units_call_commands_that_exist(unit: str) -> None:
     from click.testing import CliRunner
 
@@ -89,6 +89,17 @@ def test_the_units_call_commands_that_exist(unit: str) -> None:
         assert result.exit_code == 0, f"{unit}: {argv}: {result.output}"
     bad = CliRunner().invoke(main, [*commands[-1], "--no-such-option", "--help"])
     assert bad.exit_code == 2
+
+
+def test_the_weekly_calibration_reloads_the_api() -> None:
+    timer = (DEPLOY / "sidecar-calibrate.timer").read_text()
+    assert re.search(r"^OnCalendar=Sun ", timer, re.M) and "Persistent=true" in timer
+    service = (DEPLOY / "sidecar-calibrate.service").read_text()
+    assert _unit_commands(DEPLOY / "sidecar-calibrate.service") == [
+        ["calibrate", "--questions", "300", "--basis", "auto"]]
+    # The API reads the profile at start-up: the unit reloads it, which the API unit supports.
+    assert "ExecStartPost=+/bin/systemctl reload sidecar-api.service" in service
+    assert re.search(r"^ExecReload=", (DEPLOY / "sidecar-api.service").read_text(), re.M)
 
 
 def test_the_timer_starts_the_backfill_service() -> None:
