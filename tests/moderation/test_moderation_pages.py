@@ -206,6 +206,16 @@ def test_calibration_page_charts_the_forums_own_zones(
     assert "<script" not in page
     # The labels' report judges the scorer by the thresholds it is served.
     assert service.thresholds(service_kind(scorer), scorer).normal == zones.normal
+    assert "members' questions" not in page
+    # Read from the members' questions, the page says which threshold came from where.
+    members = calibrate([i / 100 for i in range(30, 90)], scorer=scorer,
+                        created_at="2026-12-02T00:00:00+00:00",
+                        asked=[i / 100 for i in range(20, 60)])
+    monkeypatch.setattr(service, "zones", {scorer: members})
+    page = mod_client.get("/moderation/calibration").get_data(as_text=True)
+    assert "calibrated on 40 questions this forum" in page
+    assert "normal at the 80th of the members' questions" in page
+    assert f"{members.normal:.4f}" in page
 
 
 def service_kind(scorer: str) -> Any:
