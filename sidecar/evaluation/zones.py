@@ -226,7 +226,7 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
             "logistic": cv_logistic(by_side["answerable"], by_side["leave_out"], fold_of,
                                     MODEL_SIGNALS, seed),
             "tradeoff": tradeoff(calibration.scores, by_side),
-            "tradeoff_combined": tradeoff(combined_cal, by_side, "combined")["normal"],
+            "tradeoff_combined": tradeoff(combined_cal, by_side, "combined"),
             "risk_coverage": {sig: risk_coverage(
                 [a.signals[sig] for a in by_side["answerable"]],
                 [a.signals[sig] for a in by_side["leave_out"] + by_side["out_of_domain"]])

@@ -42,19 +42,13 @@ def to_markdown(doc: dict[str, Any]) -> str:
                          f"{v['ci_high']:.3f}] |")
     trade = doc.get("tradeoff")
     if trade:
-        lines += _normal_table("Other calibration percentiles (`sidecar calibrate "
-                               "--normal-pct` / `--abstain-pct`):", trade["normal"])
-        lines += ["", "| abstain at | threshold | out of domain abstain | answerable abstain |",
-                  "|---|---|---|---|"]
-        for pct, v in trade["abstain"].items():
-            lines.append(f"| p{pct} | {v['threshold']:.4f} | "
-                         f"{_pct(v['out_of_domain_abstain'])} | "
-                         f"{_pct(v['answerable_abstain'])} |")
+        lines += _tradeoff_tables("Other calibration percentiles (`sidecar calibrate "
+                                  "--normal-pct` / `--abstain-pct`):", trade)
     combined = doc.get("tradeoff_combined")
     if combined:
-        lines += _normal_table("The label-free combination (`combined`: similarity and log "
-                               "keyword score, each standardised on the calibration questions), "
-                               "measured, not served:", combined)
+        lines += _tradeoff_tables("The label-free combination (`combined`: similarity and log "
+                                  "keyword score, each standardised on the calibration "
+                                  "questions), measured, not served:", combined)
     lr = doc["logistic"]
     if lr.get("auroc_held_out") is not None:
         coefs = ", ".join(f"{k} {v:+.2f}" for k, v in lr["coefficients"].items())
@@ -73,14 +67,20 @@ def _members_line(members: dict[str, Any] | None) -> list[str]:
             f"p{members['normal_pct']:g} of the other folds' ({folds}), abstain as calibrated."]
 
 
-def _normal_table(title: str, rows: dict[str, Any]) -> list[str]:
+def _tradeoff_tables(title: str, trade: dict[str, Any]) -> list[str]:
     """Per normal percentile: its threshold, the answerable questions kept normal and the
-    leave-out ones held back."""
+    leave-out ones held back; per abstain percentile, the out-of-domain and the answerable
+    ones that abstain."""
     lines = ["", title, "", "| normal at | threshold | answerable (evidence hit) normal | "
              "leave-out cautious or abstain |", "|---|---|---|---|"]
-    for pct, v in rows.items():
+    for pct, v in trade["normal"].items():
         lines.append(f"| p{pct} | {v['threshold']:.4f} | {_pct(v['answerable_normal'])} | "
                      f"{_pct(v['leave_out_held_back'])} |")
+    lines += ["", "| abstain at | threshold | out of domain abstain | answerable abstain |",
+              "|---|---|---|---|"]
+    for pct, v in trade["abstain"].items():
+        lines.append(f"| p{pct} | {v['threshold']:.4f} | {_pct(v['out_of_domain_abstain'])} | "
+                     f"{_pct(v['answerable_abstain'])} |")
     return lines
 
 

@@ -43,11 +43,13 @@ def test_eval_zones_on_the_demo_with_another_dump_out_of_domain(
     assert trade["abstain"]["10"]["threshold"] == cal["abstain"]
     held = [trade["normal"][p]["leave_out_held_back"] for p in ("40", "50", "60", "70", "80")]
     assert held == sorted(held)  # a higher normal threshold holds back more
-    combined = doc["tradeoff_combined"]
+    combined = doc["tradeoff_combined"]["normal"]
     held = [combined[p]["leave_out_held_back"] for p in ("40", "50", "60", "70", "80")]
     assert held == sorted(held) and combined["80"]["threshold"] > combined["40"]["threshold"]
     # Standardised on the calibration questions, their own combined scores centre on zero.
     assert combined["40"]["threshold"] < 0.5 and combined["80"]["threshold"] > -0.5
+    abstain = doc["tradeoff_combined"]["abstain"]
+    assert abstain["5"]["threshold"] < abstain["15"]["threshold"]
     # Leave-out questions are asked without their relevant topics: their evidence never hits.
     assert all(not r["evidence_hit"] for r in doc["per_query"] if r["side"] == "leave_out")
     assert sum(r["evidence_hit"] for r in doc["per_query"] if r["side"] == "answerable") >= 30
