@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sidecar.core.answerability import ZoneCalibration
+from sidecar.core.answerability import CalibrationBasis, ZoneCalibration
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod, parse_weights
 from sidecar.core.postchoice import ANSWER_RULE, LinkRule
@@ -113,7 +113,7 @@ class ZoneCalibrationModel(BaseModel):
     questions: int = Field(ge=1)
     created_at: str
     quantiles: list[float] = Field(default_factory=list)
-    basis: Literal["opening_posts", "asked"] = "opening_posts"
+    basis: CalibrationBasis = "opening_posts"
     asked: int = Field(default=0, ge=0)
 
     def to_calibration(self, scorer: str) -> ZoneCalibration:
@@ -132,7 +132,7 @@ class ZoneCalibrationModel(BaseModel):
         return cls(abstain=cal.abstain, normal=cal.normal, abstain_pct=cal.abstain_pct,
                    normal_pct=cal.normal_pct, questions=cal.questions,
                    created_at=cal.created_at, quantiles=list(cal.quantiles),
-                   basis="asked" if cal.basis == "asked" else "opening_posts", asked=cal.asked)
+                   basis=cal.basis, asked=cal.asked)
 
 
 class LinkRuleModel(BaseModel):

@@ -98,13 +98,13 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
     with res.db.connection() as conn:
         sample = opening_posts(conn, questions, seed)
         members = asked_questions(conn, questions) if basis != "opening_posts" else []
+    if basis == "asked" and not members:
+        raise ValueError("no stored question to read the normal threshold from: the forum's "
+                         "members have not asked through /v1/retrieve yet")
     if basis == "auto" and len(members) < MIN_ASKED:
         members = []
     asked = ([s for s in asked_scores(pipeline, members, limit, progress=progress)
               if s is not None] if members else None)
-    if basis == "asked" and not members:
-        raise ValueError("no stored question to read the normal threshold from: the forum's "
-                         "members have not asked through /v1/retrieve yet")
     scores: list[float] = []
     keyword: list[float] = []
     scorer = ""

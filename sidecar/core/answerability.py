@@ -30,6 +30,7 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +42,8 @@ from sidecar.core.types import Leg, TopicHit
 # of the forum's unanswered questions a threshold lets through.
 QUANTILE_STEP = 5
 MIN_QUESTIONS = 20
+# What a normal threshold was read from: the forum's opening posts, or its members' questions.
+CalibrationBasis = Literal["opening_posts", "asked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,7 @@ class ZoneCalibration:
     quantiles: tuple[float, ...]  # the normal threshold's scores at 0, 5, ..., 100 %
     # What the normal threshold was read from: the forum's opening posts, or the questions its
     # members asked (``asked``), each re-asked without the topic that answered it best.
-    basis: str = "opening_posts"
+    basis: CalibrationBasis = "opening_posts"
     asked: int = 0  # members' questions behind the normal threshold (basis "asked")
 
     def share_above(self, threshold: float) -> float:
