@@ -11,7 +11,7 @@ DEV    := $(VENV)/.installed-dev
 help:
 	@echo "make run    - the sidecar on embedded defaults (PostgreSQL+pgvector, Redis, demo forum)"
 	@echo "make test   - the whole test suite"
-	@echo "make lint   - ruff, mypy, the import rules (no circles, late imports say why), SQL in sidecar/db only"
+	@echo "make lint   - ruff, mypy, the import rules (layers, no circles, late imports say why), SQL in sidecar/db only"
 	@echo "make bench  - speed benchmarks (results under bench-results/)"
 	@echo "make bench-scale - search on forums of 100k to 1M posts (about an hour)"
 	@echo "make eval   - retrieval and answer-zone evaluation: qatarliving (two query shapes), the demo, a mail-list forum, covidfaq"

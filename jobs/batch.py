@@ -26,8 +26,8 @@ from sidecar.db.backfill_batches import (
 from sidecar.db.backfill_runs import Run, RunStatus, StopReason, get_run, stop_run
 from sidecar.db.pool import DictConn
 from sidecar.errors import NotFound
-from sidecar.indexing import BatchResult
-from sidecar.resources import Resources
+from sidecar.ingest.indexing import BatchResult
+from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from sidecar.resources import Resources, start_resources
-from sidecar.settings import load_settings
+from sidecar.config.settings import load_settings
+from sidecar.runtime.resources import Resources, start_resources
 
 log = logging.getLogger(__name__)
 

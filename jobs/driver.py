@@ -45,7 +45,7 @@ from sidecar.db.backfill_runs import (
 from sidecar.db.embeddings import RegisteredModel, analyze_embeddings, registered_model
 from sidecar.db.vector_index import ensure_index, index_name
 from sidecar.errors import InvalidInput
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from sidecar.db.pool import DictConn
 from sidecar.db.public import public_post_ids
 from sidecar.db.stale import Scope, context_dependents, stale_candidates
 from sidecar.keyword.changes import log_event
-from sidecar.related_cache import drop_for_event
-from sidecar.resources import Resources
+from sidecar.related.cache import drop_for_event
+from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from datetime import datetime
 
 from sidecar.db.backfill_runs import Run, RunStatus, get_run, save_plan
 from sidecar.db.stale import PHASES, Candidate, Phase, mark_checked
-from sidecar.indexing import Indexer
+from sidecar.ingest.indexing import Indexer
 from sidecar.keyword.changes import catch_up
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 

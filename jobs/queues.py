@@ -9,8 +9,8 @@ import redis
 from rq import Callback, Queue, Retry, Worker
 from rq.job import Job
 
+from sidecar.config.settings import Settings
 from sidecar.errors import ConfigurationError, ServiceUnavailable
-from sidecar.settings import Settings
 
 # The index queue (forum events) is listed first: a worker takes fresh edits before the next
 # backfill batch, so members never wait behind an overnight run.

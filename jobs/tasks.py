@@ -28,9 +28,9 @@ from sidecar.db.embeddings import (
 from sidecar.db.pool import DictConn
 from sidecar.db.public import public_posts_in_scope
 from sidecar.errors import ConfigurationError
-from sidecar.indexing import BatchResult
-from sidecar.related_cache import drop_for_event
-from sidecar.resources import Resources
+from sidecar.ingest.indexing import BatchResult
+from sidecar.related.cache import drop_for_event
+from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from rq.scheduler import RQScheduler
 from rq.worker import WorkerStatus
 
 from jobs import context, driver, queues
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 

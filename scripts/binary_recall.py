@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.bench import scale_vectors as sv
+from sidecar.config.settings import Settings
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.state import prepare_state
-from sidecar.settings import Settings
 
 F32 = npt.NDArray[np.float32]
 POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)

@@ -3,8 +3,9 @@
 A function-level import is allowed only where fork safety (nothing heavy in a process that
 forks gunicorn workers or spawns children: ONNX Runtime's and numpy's thread pools do not survive
 a fork) or a heavy or optional dependency (torch, matplotlib, the embedded servers...) needs it.
-Import circles are checked by import-linter (`lint-imports`, contracts in pyproject.toml); this
-check keeps the imports that circles once forced into functions from coming back unexplained.
+Import circles and the layers are checked by import-linter (`lint-imports`, contracts in
+pyproject.toml); this check keeps the imports that circles once forced into functions from
+coming back unexplained.
 
 The reason is a comment that names one of REASONS: on the import's line, in the comment lines
 right above the group of imports it belongs to, or, for a module whose functions all import

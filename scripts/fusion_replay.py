@@ -21,6 +21,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidecar.config.settings import Settings
 from sidecar.core.fusion import Fusion, FusionMethod
 from sidecar.core.ranking import rank_topics
 from sidecar.core.searchconfig import SearchConfig
@@ -30,7 +31,6 @@ from sidecar.db.evidence_read import post_similarities
 from sidecar.evaluation import metrics as m
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.state import prepare_state
-from sidecar.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS: dict[str, tuple[Path, str]] = {

@@ -69,7 +69,7 @@ class Conflict(SidecarError):
 
 
 class TooManyRequests(SidecarError):
-    """Too many wrong keys from this client lately (:mod:`sidecar.throttle`)."""
+    """Too many wrong keys from this client lately (:mod:`sidecar.moderation.throttle`)."""
 
     status = 429
     code = "too_many_requests"

@@ -18,7 +18,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from pydantic import SecretStr
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 API_KEY = "test-key-0123456789"
 
@@ -166,8 +166,8 @@ def demo_forum(admin_url: str, redis: str, folder: Path, embedder: Any, *, prefi
     For fixtures that write (retrievals, labels...): ``demo_state`` itself is read-only.
     ``embed=False`` leaves the posts unembedded (tests that never search by meaning).
     """
-    from sidecar.bootstrap import backfill_sync, load_demo
-    from sidecar.resources import start_resources
+    from sidecar.runtime.bootstrap import backfill_sync, load_demo
+    from sidecar.runtime.resources import start_resources
 
     url = new_database(admin_url, prefix)
     try:
@@ -186,7 +186,7 @@ def demo_forum(admin_url: str, redis: str, folder: Path, embedder: Any, *, prefi
 @pytest.fixture(scope="session")
 def demo_app(demo_state: Any) -> Any:
     """The Flask app over the demo state."""
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     return create_app(demo_state.settings, demo_state)
 

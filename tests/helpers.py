@@ -97,7 +97,7 @@ def add_post(database_url: str, topic_sql: str, raw: str) -> dict[str, Any]:
 
 def demo_queries() -> list[dict[str, Any]]:
     """The demo forum's questions (sidecar/demo/queries.jsonl: text, lang, kind, expected topic)."""
-    from sidecar.bootstrap import demo_dir
+    from sidecar.runtime.bootstrap import demo_dir
 
     path = demo_dir() / "queries.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

@@ -11,7 +11,6 @@ cross-encoder together (``/info`` then lists both under ``models``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -36,39 +35,13 @@ from models.host.handling import (
 from models.host.metrics import HostMetrics
 from models.host.openai_routes import register_openai_routes
 from models.host.schemas import EmbedRequest, RerankRequest, TokenizeRequest
+from models.host.state import HostState
 from models.host.tokens import CharBudget, body_limit, check_size, tokens_json
 from models.protocols import Embedder, Reranker
 from models.web.auth import request_bearer, token_matches
 
 R = TypeVar("R")
 _OPEN_ENDPOINTS = frozenset({"health", "metrics"})
-
-
-@dataclass
-class HostState:
-    """What the routes share: the engines, the limits and the metrics."""
-
-    config: HostConfig
-    metrics: HostMetrics
-    embed: EmbedEngine | None
-    rerank: RerankEngine | None
-    tokenize_budget: CharBudget
-
-    def require_embed(self) -> EmbedEngine:
-        if self.embed is None:
-            raise HostError(424, "backend", "this host serves no embedding model")
-        return self.embed
-
-    def require_rerank(self) -> RerankEngine:
-        if self.rerank is None:
-            raise HostError(424, "backend", "model is not a re-ranker model")
-        return self.rerank
-
-    def close(self) -> None:
-        """Stop the batchers' worker threads."""
-        for engine in (self.embed, self.rerank):
-            if engine is not None:
-                engine.batcher.close()
 
 
 def _authenticate(config: HostConfig) -> None:

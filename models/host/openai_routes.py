@@ -9,7 +9,6 @@ with ``--auto-truncate``: an OpenAI client has no way to ask for it. Errors have
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING
 
 from flask import Flask, Response, request
 
@@ -17,9 +16,7 @@ from models.host.engines import normalize_rows
 from models.host.errors import invalid
 from models.host.handling import cap_chars, gather, json_response, texts_of
 from models.host.schemas import OpenAIEmbeddingRequest
-
-if TYPE_CHECKING:
-    from models.host.app import HostState
+from models.host.state import HostState
 
 
 def _texts(req: OpenAIEmbeddingRequest) -> list[str] | str:

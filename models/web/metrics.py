@@ -24,7 +24,7 @@ class AppMetrics:
     """A registry and a request counter, counted for every response of the app it is bound to.
 
     ``multiprocess``: when ``PROMETHEUS_MULTIPROC_DIR`` is set (gunicorn with several workers,
-    see ``sidecar/gunicorn_hooks.py``), a scrape adds up the samples every worker wrote there,
+    see ``sidecar/api/gunicorn_hooks.py``), a scrape adds up the samples every worker wrote there,
     whichever worker answers it. An app whose workers each answer for themselves passes False.
     """
 

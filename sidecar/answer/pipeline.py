@@ -11,11 +11,15 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from redis import Redis
+
+from models.protocols import Reranker
 from sidecar.answer.condense import Condensed, Condenser
 from sidecar.answer.ollama import ChatLLM, OllamaChat
 from sidecar.answer.rerank import POSTS_PER_TOPIC, Candidate, by_relevance, cross_encode
+from sidecar.config.settings import Settings
 from sidecar.core.condense import Turn
 from sidecar.core.evidence import PostText, evidence_item, plain_text
 from sidecar.core.gate import GateDecision, check_input
@@ -23,21 +27,69 @@ from sidecar.core.knee import knee_cut
 from sidecar.core.trace import StepFailed, Trace
 from sidecar.core.types import TopicHit
 from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
+from sidecar.db import Database
+from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.evidence_read import neighbour_posts
 from sidecar.db.forum_read import PostRecord, public_posts
 from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.errors import ConfigurationError
-from sidecar.search import SearchOptions, SearchOutcome
-from sidecar.settings import Settings
-
-if TYPE_CHECKING:  # the resources build the pipeline (Resources.retrieval)
-    from sidecar.resources import Resources
+from sidecar.search.profile import ProfileState
+from sidecar.search.service import SearchOptions, SearchOutcome, SearchService
 
 log = logging.getLogger(__name__)
 
 # Stages that a gated request never reaches, in pipeline order.
 _SEARCH_STAGES = ("condense", "embed", "semantic", "keyword", "fuse", "aggregate", "link",
                   "rerank")
+
+
+class PipelineResources(Protocol):
+    """What the pipeline takes of the process's resources.
+
+    ``sidecar.runtime.resources.Resources`` is one: it builds the pipeline
+    (``Resources.retrieval``), so the pipeline names what it reads here rather than importing the
+    runtime that imports it.
+    """
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings."""
+        ...
+
+    @property
+    def db(self) -> Database:
+        """The connection pool."""
+        ...
+
+    @property
+    def redis(self) -> Redis:
+        """The Redis client (the condenser's cache and budget)."""
+        ...
+
+    @property
+    def model(self) -> RegisteredModel:
+        """The serving embedding model, as registered."""
+        ...
+
+    @property
+    def search(self) -> SearchService:
+        """The search the pipeline runs wide."""
+        ...
+
+    @property
+    def profile(self) -> ProfileState:
+        """The served search profile (its calibrated zones)."""
+        ...
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The cross-encoder, if one is configured and loaded."""
+        ...
+
+    @property
+    def reranker_error(self) -> str | None:
+        """Why the configured cross-encoder is not loaded, if it is not."""
+        ...
 
 
 @dataclass
@@ -110,14 +162,14 @@ def llm_from_settings(settings: Settings) -> ChatLLM | None:
                       timeout_s=settings.ollama_timeout_s, keep_alive=settings.ollama_keep_alive)
 
 
-def post_text(res: Resources, record: PostRecord) -> PostText:
+def post_text(res: PipelineResources, record: PostRecord) -> PostText:
     """A public post as the rerank and the evidence read it (plain text, post-level URL)."""
     return PostText(post_id=record.post_id, topic_id=record.topic_id,
                     post_number=record.post_number, title=record.title,
                     url=res.search.url(record), text=plain_text(record.cooked))
 
 
-def load_candidates(res: Resources, topics: Sequence[TopicHit]) -> list[Candidate]:
+def load_candidates(res: PipelineResources, topics: Sequence[TopicHit]) -> list[Candidate]:
     """Topics with the texts of their first public posts in the chooser's order (the linked
     post first; a post hidden since the search is gone)."""
     wanted = [pid for t in topics for pid in t.link_order()[:POSTS_PER_TOPIC + 1]]
@@ -135,7 +187,7 @@ def load_candidates(res: Resources, topics: Sequence[TopicHit]) -> list[Candidat
 class RetrievalPipeline:
     """Built once per app from its resources; ``retrieve`` is safe to call from many threads."""
 
-    def __init__(self, res: Resources, llm: ChatLLM | None = None) -> None:
+    def __init__(self, res: PipelineResources, llm: ChatLLM | None = None) -> None:
         self.res = res
         self.settings = res.settings
         for kind in ScorerKind:  # refuse bad thresholds at start-up, not on the first request

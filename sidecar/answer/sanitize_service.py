@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from sidecar.config.settings import Settings
 from sidecar.core.forum_links import ForumSite
 from sidecar.core.sanitize import (
     MAX_TEXT_CHARS,
@@ -27,7 +28,6 @@ from sidecar.db import Database
 from sidecar.db.forum_read import public_posts
 from sidecar.db.retrievals import get_retrieval
 from sidecar.errors import ConfigurationError, NotFound, PayloadTooLarge
-from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from sidecar.api import (
 from sidecar.api.auth import check_bearer
 from sidecar.api.context import init_app
 from sidecar.api.errors import register_error_handlers
+from sidecar.config.settings import Settings, load_settings
 from sidecar.errors import BadRequest, ConfigurationError, TooManyRequests, Unauthorized
-from sidecar.resources import Resources, start_resources
-from sidecar.settings import Settings, load_settings
-from sidecar.throttle import FailureThrottle
+from sidecar.moderation.throttle import FailureThrottle
+from sidecar.runtime.resources import Resources, start_resources
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from models.web.auth import request_bearer, token_matches
+from sidecar.config.settings import Settings
 from sidecar.errors import Unauthorized
-from sidecar.settings import Settings
 
 
 def check_bearer(expected: str) -> None:

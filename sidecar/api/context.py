@@ -14,7 +14,7 @@ from flask import Flask, Response, current_app, request
 from pydantic import BaseModel
 
 from sidecar.api.metrics import Metrics
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 
 M = TypeVar("M", bound=BaseModel)
 

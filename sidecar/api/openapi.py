@@ -190,7 +190,8 @@ def build_spec(app: Flask, title: str, version: str) -> dict[str, Any]:
         responses = {str(status): ok for status in (doc.status, *doc.also)}
         errors = doc.errors
         if doc.auth == "bearer" and 401 in errors:
-            errors = (*errors, 429)  # too many wrong keys from this client (sidecar.throttle)
+            # too many wrong keys from this client (sidecar.moderation.throttle)
+            errors = (*errors, 429)
         responses.update({str(status): error for status in errors})
         spec["responses"] = dict(sorted(responses.items()))
         paths.setdefault(op.path, {})[op.method] = spec

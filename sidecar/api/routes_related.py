@@ -18,8 +18,8 @@ from sidecar.api.schemas_related import (
     SimilarRequest,
     SimilarResponse,
 )
-from sidecar.related import RelatedService
-from sidecar.similar import SimilarService
+from sidecar.related.service import RelatedService
+from sidecar.related.similar import SimilarService
 
 bp = Blueprint("related", __name__)
 

@@ -18,7 +18,7 @@ from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod
 from sidecar.core.gate import GateReason
 from sidecar.core.postchoice import Chooser
 from sidecar.core.types import Leg, Mode, TopicScore
-from sidecar.search import SearchOptions
+from sidecar.search.service import SearchOptions
 
 
 class StrictRequest(BaseModel):

@@ -13,8 +13,8 @@ from sidecar.api.schemas import (
     TopicHitModel,
     TraceStepModel,
 )
-from sidecar.related import MAX_LIMIT as RELATED_MAX
-from sidecar.similar import MAX_LIMIT as SIMILAR_MAX
+from sidecar.related.service import MAX_LIMIT as RELATED_MAX
+from sidecar.related.similar import MAX_LIMIT as SIMILAR_MAX
 
 # --- GET /v1/topics/<id>/related ---------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from psycopg import sql
 
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scratch import scratch_database
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (heavy dependency): the jobs machinery, the importer and the model load only
 # when this part runs, so `sidecar bench --part chain` does not start them.
@@ -106,11 +106,11 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
     from jobs import driver
     from jobs.batch import run_sync
     from jobs.worker import run_worker
-    from sidecar.importer import import_dump
-    from sidecar.model_loading import load_embedder
-    from sidecar.model_setup import ensure_model
-    from sidecar.resources import start_resources
-    from sidecar.services import embedded_postgres_url, embedded_redis_url
+    from sidecar.ingest.importer import import_dump
+    from sidecar.runtime.model_loading import load_embedder
+    from sidecar.runtime.model_setup import ensure_model
+    from sidecar.runtime.resources import start_resources
+    from sidecar.runtime.services import embedded_postgres_url, embedded_redis_url
 
     ensure_model(settings)
     embedder = _Timed(load_embedder(settings))
@@ -129,7 +129,7 @@ def measure(settings: Settings, dump: Path, posts: int, work_dir: Path) -> dict[
             source = _subset(dump, posts, work_dir / "dump")
             with psycopg.connect(url) as conn:
                 import_dump(conn, source, scratch.ts_config)
-            from sidecar.indexing import Indexer
+            from sidecar.ingest.indexing import Indexer
 
             indexer = Indexer(res.db, embedder, res.model, scratch.strategy)
             ids = [c.post_id for c in indexer.candidates()]
@@ -173,7 +173,7 @@ def run(ctx: BenchContext) -> list[BenchTable]:
     """Full: the first 6,000 posts of the eval dump; ``--quick``: 400."""
     dump = Path(ctx.extras.get("dump", DEFAULT_DUMP))
     if not (dump / "posts.jsonl").is_file():
-        from sidecar.bootstrap import demo_dir
+        from sidecar.runtime.bootstrap import demo_dir
 
         log.warning("no evaluation dump at %s: measuring on the (small) demo forum", dump)
         dump = demo_dir()

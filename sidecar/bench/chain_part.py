@@ -23,7 +23,6 @@ from psycopg import sql
 from sidecar.bench import vecdata
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scratch import scratch_database
-from sidecar.chain_service import RerankChain
 from sidecar.core.chain import MAX_CANDIDATES, ChainFlags
 from sidecar.core.knee import knee_cut
 from sidecar.core.types import FusedPost, TopicHit
@@ -32,7 +31,8 @@ from sidecar.db.embeddings import RegisteredModel, register_model
 from sidecar.db.forum_read import public_posts
 from sidecar.db.forum_write import SOLVED_TABLE_DDL
 from sidecar.db.migrate import upgrade
-from sidecar.services import embedded_postgres_url
+from sidecar.runtime.services import embedded_postgres_url
+from sidecar.search.chain import RerankChain
 
 FULL_TOPICS, QUICK_TOPICS = 20_000, 2_000
 POSTS_PER_TOPIC = 5

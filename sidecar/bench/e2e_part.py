@@ -32,12 +32,12 @@ from psycopg import sql
 
 from sidecar.bench.procs import wait_healthy
 from sidecar.bench.report import BenchContext, BenchTable
-from sidecar.bootstrap import demo_dir
+from sidecar.config.settings import Settings
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.state import EvalState, StateNotReady, prepare_state
-from sidecar.model_setup import ensure_model
-from sidecar.settings import Settings
+from sidecar.runtime.bootstrap import demo_dir
+from sidecar.runtime.model_setup import ensure_model
 
 log = logging.getLogger(__name__)
 

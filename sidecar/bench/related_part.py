@@ -34,16 +34,16 @@ from sidecar.bench import scale_plan as sp
 from sidecar.bench import scale_vectors as sv
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scale_part import ScaleRun, _build
+from sidecar.config.settings import Settings
 from sidecar.db import Database
 from sidecar.db.embeddings import register_model
 from sidecar.db.vector_index import index_name
 from sidecar.keyword import KeywordIndex
-from sidecar.profile import ProfileState, settings_config
-from sidecar.related import RelatedService
-from sidecar.resources import LoadedModels, Resources
-from sidecar.search import SearchService
-from sidecar.services import ServiceUrls, embedded_redis_url
-from sidecar.settings import Settings
+from sidecar.related.service import RelatedService
+from sidecar.runtime.resources import LoadedModels, Resources
+from sidecar.runtime.services import ServiceUrls, embedded_redis_url
+from sidecar.search.profile import ProfileState, settings_config
+from sidecar.search.service import SearchService
 
 TOPICS = 200  # public topics asked for their related topics
 LIMIT = 5  # the page asked (discourse-ai shows 5)

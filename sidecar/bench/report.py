@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 
 @dataclass

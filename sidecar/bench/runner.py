@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.bench.report import BenchContext, BenchTable, write_report
+from sidecar.config.settings import Settings
 from sidecar.errors import InvalidInput
-from sidecar.machine import machine
-from sidecar.settings import Settings
+from sidecar.runtime.machine import machine
 
 log = logging.getLogger(__name__)
 

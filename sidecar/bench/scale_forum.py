@@ -25,7 +25,7 @@ from psycopg import sql
 
 from sidecar.bench import scale_plan as sp
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
-from sidecar.importer import import_dump
+from sidecar.ingest.importer import import_dump
 
 COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 COPY_TRAILER = struct.pack(">h", -1)

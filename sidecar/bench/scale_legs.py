@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from sidecar.config.settings import Settings
 from sidecar.core.ranking import rank_topics
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, PostHit
@@ -28,9 +29,8 @@ from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.search_sql import EF_SEARCH_MAX, semantic_leg
 from sidecar.db.vector_share import estimate_share, scaled_ef_search
 from sidecar.keyword import KeywordIndex, keyword_leg
-from sidecar.profile import settings_config
-from sidecar.search import SearchOptions, SearchService
-from sidecar.settings import Settings
+from sidecar.search.profile import settings_config
+from sidecar.search.service import SearchOptions, SearchService
 
 K = 10
 WARMUP = 10  # queries run untimed before a variant whose index is already warm

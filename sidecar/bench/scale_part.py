@@ -33,13 +33,13 @@ from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scale_forum import count_public, import_source, write_forum
 from sidecar.bench.scale_report import ScaleReport
 from sidecar.bench.scratch import scratch_database
+from sidecar.config.settings import Settings
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, register_model
 from sidecar.db.migrate import upgrade
 from sidecar.db.vector_index import ensure_index, index_name
 from sidecar.keyword import KeywordIndex, rebuild_keyword_index
-from sidecar.services import embedded_postgres_url
-from sidecar.settings import Settings
+from sidecar.runtime.services import embedded_postgres_url
 
 log = logging.getLogger(__name__)
 

@@ -26,16 +26,16 @@ from psycopg import sql
 from sidecar.bench import scale_seeds as seeds
 from sidecar.bench import vecdata
 from sidecar.bench.scale_forum import COPY_HEADER, COPY_TRAILER
+from sidecar.config.settings import Settings
 from sidecar.core.strategy import strategy_text
 from sidecar.db.embeddings import RegisteredModel, stored_vectors
 from sidecar.db.forum_read import post_sources
-from sidecar.settings import Settings
 
 # Deferred imports (heavy dependency): the evaluation state (embedded servers, the model) loads
 # only when the dump's vectors are not cached yet.
 
 if TYPE_CHECKING:
-    from sidecar.resources import Resources
+    from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 F32 = npt.NDArray[np.float32]

@@ -37,7 +37,7 @@ from sidecar.bench import vecdata
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scale_part import DEFAULT_DUMP
 from sidecar.bench.scratch import scratch_database
-from sidecar.services import embedded_postgres_url
+from sidecar.runtime.services import embedded_postgres_url
 
 # Deferred imports (heavy dependency): the evaluation state (embedded servers, the model).
 

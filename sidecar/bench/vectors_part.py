@@ -27,7 +27,7 @@ from sidecar.bench import vecdata
 from sidecar.bench.report import BenchContext, BenchTable
 from sidecar.bench.scratch import scratch_database
 from sidecar.db.migrate import ensure_pgvector
-from sidecar.services import embedded_postgres_url
+from sidecar.runtime.services import embedded_postgres_url
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sidecar.cli.output import echo_json
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 if TYPE_CHECKING:
-    from sidecar.resources import Resources
+    from sidecar.runtime.resources import Resources
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -133,7 +133,7 @@ def backfill(ctx: click.Context, model_name: str | None, strategy: int | None,
     if sync:
         _backfill_sync(settings, model_name, strategy, budget, deadline, as_json)
         return
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
 
     # Enqueue and watch: the worker embeds, so no model is loaded here.
     res = start_resources(settings, load_models=False, model_name=model_name)
@@ -155,7 +155,7 @@ def _backfill_sync(settings: Settings, model_name: str | None, strategy: int | N
 
     from jobs import driver
     from jobs.batch import run_sync
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
 
     if model_name and model_name != settings.embed_model:
         settings = settings.model_copy(update={"embed_model": model_name,
@@ -208,7 +208,7 @@ def status(settings: Settings, run_id: int | None, show_all: bool, watch: bool,
            as_json: bool) -> None:
     """Budgeted, done, skipped, failed, remaining and why the run stopped."""
     from sidecar.db.backfill_runs import get_run, list_runs
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
 
     res = start_resources(settings, load_models=False)
     try:
@@ -232,7 +232,7 @@ def status(settings: Settings, run_id: int | None, show_all: bool, watch: bool,
 def _action(settings: Settings, run_id: int | None, action: str, as_json: bool) -> None:
     from jobs import driver
     from jobs.runs import change_status
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
 
     res = start_resources(settings, load_models=False)
     try:

@@ -7,7 +7,7 @@ from typing import cast
 
 import click
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs (see
 # sidecar/cli/tune.py).
@@ -44,9 +44,9 @@ def calibrate_cmd(settings: Settings, questions: int, seed: int, abstain_pct: fl
     if abstain_pct >= normal_pct:
         raise click.UsageError("--abstain-pct must be below --normal-pct")
     # Heavy (the models, numpy): loaded when the command runs.
-    from sidecar.profile import with_zones, write_profile
-    from sidecar.resources import start_resources
-    from sidecar.zone_calibration import Basis, calibrate_zones
+    from sidecar.answer.zone_calibration import Basis, calibrate_zones
+    from sidecar.runtime.resources import start_resources
+    from sidecar.search.profile import with_zones, write_profile
 
     res = start_resources(settings)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sidecar.cli.output import echo_json
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -26,7 +26,7 @@ def worker(settings: Settings, burst: bool, kinds: tuple[str, ...], heartbeat_tt
     """Load the models once, then work the index and backfill queues (no fork per job)."""
     from jobs.queues import KINDS
     from jobs.worker import run_worker
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
 
     # Jobs embed; the cross-encoder would only take memory here.
     settings = settings.model_copy(update={"rerank_model": None, "rerank_model_path": None,
@@ -52,7 +52,7 @@ def queues_cmd(settings: Settings, failed: int) -> None:
     import redis
 
     from jobs.queues import report
-    from sidecar.services import embedded_redis_url
+    from sidecar.runtime.services import embedded_redis_url
 
     url = settings.redis_url or embedded_redis_url(settings.state_dir)
     conn = redis.Redis.from_url(url)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from sidecar.cli.output import echo_json
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -21,7 +21,7 @@ from sidecar.settings import Settings
 def _database(settings: Settings) -> Iterator[Any]:
     from sidecar.db import Database
     from sidecar.db.migrate import upgrade
-    from sidecar.services import resolve_services
+    from sidecar.runtime.services import resolve_services
 
     url = resolve_services(settings).database_url
     upgrade(url)

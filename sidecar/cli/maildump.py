@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from sidecar.cli.output import echo_json
-from sidecar.mail_dump import read_archive
-from sidecar.mail_forum import write_dump
+from sidecar.ingest.mail_dump import read_archive
+from sidecar.ingest.mail_forum import write_dump
 
 
 @click.command("dump-mail")

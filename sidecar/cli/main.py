@@ -23,9 +23,9 @@ from sidecar.cli.retrievals import retrievals
 from sidecar.cli.run import prepare, run, search_cmd, serve
 from sidecar.cli.tune import tune_cmd
 from sidecar.cli.tune_links import tune_links_cmd
+from sidecar.config.settings import Settings, load_settings
 from sidecar.errors import SidecarError
-from sidecar.logs import setup_logging
-from sidecar.settings import Settings, load_settings
+from sidecar.runtime.logs import setup_logging
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -63,7 +63,7 @@ def db() -> None:
 def db_upgrade(settings: Settings) -> None:
     """Create or upgrade the schema (idempotent)."""
     from sidecar.db.migrate import upgrade
-    from sidecar.services import resolve_services
+    from sidecar.runtime.services import resolve_services
 
     echo_json(upgrade(resolve_services(settings).database_url))
 
@@ -77,8 +77,8 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
     import psycopg
 
     from sidecar.db.migrate import upgrade
-    from sidecar.importer import import_dump
-    from sidecar.services import resolve_services
+    from sidecar.ingest.importer import import_dump
+    from sidecar.runtime.services import resolve_services
 
     url = resolve_services(settings).database_url
     upgrade(url)

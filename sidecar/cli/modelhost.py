@@ -12,10 +12,10 @@ from typing import Any
 import click
 from flask import Flask
 
+from sidecar.api.gunicorn_config import GunicornApp, model_host_options
 from sidecar.cli.output import echo_json
+from sidecar.config.settings import Settings
 from sidecar.errors import ConfigurationError
-from sidecar.gunicorn_config import GunicornApp, model_host_options
-from sidecar.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -146,7 +146,7 @@ def model_host(settings: Settings, task: Task, host: str | None, port: int | Non
     if not check:
         check_bind(settings, host or settings.model_host_host)
     if task in ("all", "embed"):
-        from sidecar.model_setup import prepare_before_fork
+        from sidecar.runtime.model_setup import prepare_before_fork
 
         # The embedder this host serves, prepared on first need (the demo model, offline).
         prepare_before_fork(settings.model_copy(update={"embed_url": None}))

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from sidecar.cli.output import echo_json
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -60,7 +60,7 @@ def check(settings: Settings) -> None:
     build installed, a missing driver: ONNX Runtime then falls back to the CPU).
     """
     from models.runtime import runtime_report
-    from sidecar.model_loading import load_embedder, load_reranker
+    from sidecar.runtime.model_loading import load_embedder, load_reranker
 
     report: dict[str, Any] = {"onnxruntime": runtime_report(),
                               "requested_provider": settings.onnx_provider}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs (see
 # sidecar/cli/tune.py).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sidecar.cli.output import echo_json
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -27,7 +27,7 @@ def purge(settings: Settings, days: int | None) -> None:
     from sidecar.db import Database
     from sidecar.db.migrate import upgrade
     from sidecar.db.retrievals import purge_retrievals
-    from sidecar.services import resolve_services
+    from sidecar.runtime.services import resolve_services
 
     keep = days or settings.retrieval_retention_days
     url = resolve_services(settings).database_url

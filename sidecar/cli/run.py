@@ -9,9 +9,9 @@ import time
 import click
 from flask import Flask
 
+from sidecar.api.gunicorn_config import GunicornApp, api_options
 from sidecar.cli.output import echo_json
-from sidecar.gunicorn_config import GunicornApp, api_options
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -23,7 +23,7 @@ def _serve(settings: Settings, workers: int | None) -> None:
     def load() -> Flask:
         # Fork safety: runs in each worker after the fork (ONNX sessions and pools must not
         # cross it), so the app is imported here, never in gunicorn's master.
-        from sidecar.api import create_app
+        from sidecar.api.app import create_app
 
         return create_app(settings)
 
@@ -34,10 +34,10 @@ def _serve(settings: Settings, workers: int | None) -> None:
 @click.pass_obj
 def prepare(settings: Settings) -> None:
     """Prepare the model, migrate, load the demo forum and embed it; then exit."""
-    from sidecar.bootstrap import backfill_sync, load_demo, sync_keyword
-    from sidecar.model_setup import ensure_model
-    from sidecar.resources import start_resources
-    from sidecar.zone_calibration import ensure_zones
+    from sidecar.answer.zone_calibration import ensure_zones
+    from sidecar.runtime.bootstrap import backfill_sync, load_demo, sync_keyword
+    from sidecar.runtime.model_setup import ensure_model
+    from sidecar.runtime.resources import start_resources
 
     click.echo("preparing the embedding model ...")
     ensure_model(settings)
@@ -65,8 +65,8 @@ def prepare(settings: Settings) -> None:
 def run(settings: Settings, workers: int, no_serve: bool) -> None:
     """Everything on embedded defaults: PostgreSQL+pgvector, Redis, demo forum, model, API and
     a worker."""
-    from sidecar.apikey import ensure_api_key
-    from sidecar.services import resolve_services
+    from sidecar.api.apikey import ensure_api_key
+    from sidecar.runtime.services import resolve_services
 
     started = time.perf_counter()
     settings, generated = ensure_api_key(settings)
@@ -125,8 +125,8 @@ def serve(settings: Settings, workers: int | None) -> None:
     embedding model is prepared on first need.
     """
     from sidecar.db.migrate import upgrade
-    from sidecar.model_setup import prepare_before_fork
-    from sidecar.services import resolve_services
+    from sidecar.runtime.model_setup import prepare_before_fork
+    from sidecar.runtime.services import resolve_services
 
     upgrade(resolve_services(settings).database_url)
     prepare_before_fork(settings)
@@ -143,13 +143,13 @@ def search_cmd(settings: Settings, query: str, limit: int, mode: str,
                strategy: int | None) -> None:
     """Search from the shell (same pipeline as POST /v1/search)."""
     from sidecar.core.types import Mode
-    from sidecar.resources import start_resources
-    from sidecar.search import SearchOptions
+    from sidecar.runtime.resources import start_resources
+    from sidecar.search.service import SearchOptions
 
     res = start_resources(settings)
     try:
         if mode != "semantic":
-            from sidecar.bootstrap import sync_keyword
+            from sidecar.runtime.bootstrap import sync_keyword
 
             sync_keyword(res)  # this node's keyword index, built the first time
         results, trace = res.search.search(

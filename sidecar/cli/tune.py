@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs. Every command
 # module is imported by `sidecar serve` and `sidecar model-host`, which fork gunicorn workers:
@@ -50,7 +50,7 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     API reads it at start-up (restart or reload it to apply).
     """
     # Heavy (numpy, the models): loaded when the command runs, not when the CLI is imported.
-    from sidecar.profile import updated_profile, write_profile
+    from sidecar.search.profile import updated_profile, write_profile
     from sidecar.tuning.render import to_markdown
     from sidecar.tuning.session import run_tune
 

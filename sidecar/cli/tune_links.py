@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs (see
 # sidecar/cli/tune.py).
@@ -34,8 +34,8 @@ def tune_links_cmd(settings: Settings, dump: Path | None, folds: int, seed: int,
     # Heavy (scikit-learn, the models): loaded when the command runs.
     from sidecar.evaluation.dataset import load_dataset
     from sidecar.evaluation.state import prepare_state
-    from sidecar.profile import with_link_rule, write_profile
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
+    from sidecar.search.profile import with_link_rule, write_profile
     from sidecar.tuning import links
 
     if dump is not None:

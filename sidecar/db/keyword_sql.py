@@ -24,7 +24,8 @@ _LOCK = "LOCK TABLE sidecar_keyword_changes IN SHARE ROW EXCLUSIVE MODE"
 WATERMARK_KEY = "keyword_watermark"  # sidecar_meta: changes before it are in the log
 PRUNED_KEY = "keyword_changes_pruned_to"  # sidecar_meta: the highest log id pruned
 # A watermark is set a little in the past: a forum transaction that set updated_at before it was
-# read but committed after must still be caught next time (as sidecar/indexing.py CHECK_MARGIN).
+# read but committed after must still be caught next time (as sidecar/ingest/indexing.py
+# CHECK_MARGIN).
 CATCH_UP_MARGIN = timedelta(seconds=30)
 
 

@@ -19,7 +19,7 @@ from sidecar.core.postchoice import Chooser
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import InvalidInput
-from sidecar.search import SearchOptions
+from sidecar.search.service import SearchOptions
 
 DEFAULT_BASELINE = "semantic-best"
 

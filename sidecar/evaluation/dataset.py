@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sidecar.errors import InvalidInput
-from sidecar.importer import FILES as FORUM_FILES
+from sidecar.ingest.importer import FILES as FORUM_FILES
 
 QUERIES_FILE = "queries.jsonl"
 QRELS_TOPIC_FILE = "qrels_topic.tsv"

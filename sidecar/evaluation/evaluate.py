@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from models.protocols import Embedder, Reranker
+from sidecar.config.settings import Settings
 from sidecar.db.forum_read import forum_counts
 from sidecar.evaluation import configs as cfg
 from sidecar.evaluation.dataset import judgements_digest, load_dataset
@@ -17,8 +18,7 @@ from sidecar.evaluation.report import to_json
 from sidecar.evaluation.runner import run_matrix
 from sidecar.evaluation.stages import STAGES, build_stages
 from sidecar.evaluation.state import EvalState, model_identity, prepare_state
-from sidecar.machine import machine
-from sidecar.settings import Settings
+from sidecar.runtime.machine import machine
 
 log = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from sidecar.config.settings import Settings
 from sidecar.core.answerability import (
     QUANTILE_STEP,
     ZoneCalibration,
@@ -40,11 +41,10 @@ from sidecar.evaluation import related_stats as rs
 from sidecar.evaluation.dataset import EvalDataset, EvalQuery, load_dataset
 from sidecar.evaluation.related_dump import seed_from_original, write_related_dump
 from sidecar.evaluation.state import prepare_state
-from sidecar.related import RelatedService
-from sidecar.resources import Resources
-from sidecar.search import SearchOptions
-from sidecar.settings import Settings
-from sidecar.similar import SimilarService
+from sidecar.related.service import RelatedService
+from sidecar.related.similar import SimilarService
+from sidecar.runtime.resources import Resources
+from sidecar.search.service import SearchOptions
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
+from sidecar.config.settings import Settings
 from sidecar.db.meta import copy_database, database_exists, set_meta
 from sidecar.evaluation.dataset import EvalQuery, forum_digest
 from sidecar.evaluation.state import database_name
-from sidecar.importer import FILES
-from sidecar.services import embedded_postgres_url
-from sidecar.settings import Settings
+from sidecar.ingest.importer import FILES
+from sidecar.runtime.services import embedded_postgres_url
 
 log = logging.getLogger(__name__)
 

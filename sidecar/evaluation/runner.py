@@ -30,8 +30,8 @@ from sidecar.evaluation.configs import SERVED, EvalConfig, Matrix
 from sidecar.evaluation.dataset import EvalDataset, EvalQuery
 from sidecar.evaluation.query_cache import CachedQueryEmbedder
 from sidecar.evaluation.stages import TopicStage
-from sidecar.resources import Resources
-from sidecar.search import SearchOptions, SearchService
+from sidecar.runtime.resources import Resources
+from sidecar.search.service import SearchOptions, SearchService
 
 log = logging.getLogger(__name__)
 

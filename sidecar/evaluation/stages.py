@@ -15,7 +15,7 @@ from typing import Protocol
 from sidecar.answer.pipeline import load_candidates
 from sidecar.answer.rerank import by_relevance, cross_encode
 from sidecar.core.types import TopicHit
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 
 
 class TopicStage(Protocol):

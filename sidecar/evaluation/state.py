@@ -23,7 +23,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from models.protocols import Embedder, Reranker
-from sidecar.bootstrap import backfill_sync, sync_keyword
+from sidecar.config.settings import Settings
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import count_embeddings
 from sidecar.db.forum_read import forum_counts
@@ -31,11 +31,11 @@ from sidecar.db.meta import create_database, get_meta, set_meta
 from sidecar.db.vector_index import ensure_index
 from sidecar.errors import ConfigurationError, InvalidInput
 from sidecar.evaluation.dataset import forum_digest
-from sidecar.importer import import_dump
-from sidecar.model_setup import ensure_model
-from sidecar.resources import Resources, start_resources
-from sidecar.services import embedded_postgres_url
-from sidecar.settings import Settings
+from sidecar.ingest.importer import import_dump
+from sidecar.runtime.bootstrap import backfill_sync, sync_keyword
+from sidecar.runtime.model_setup import ensure_model
+from sidecar.runtime.resources import Resources, start_resources
+from sidecar.runtime.services import embedded_postgres_url
 
 log = logging.getLogger(__name__)
 

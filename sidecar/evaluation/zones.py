@@ -32,6 +32,8 @@ import numpy as np
 from tqdm import tqdm
 
 from sidecar.answer.pipeline import Assessment, RetrievalPipeline
+from sidecar.answer.zone_calibration import asked_scores, calibrate_zones
+from sidecar.config.settings import Settings
 from sidecar.core.answerability import Combined, ZoneCalibration, calibrate, top_keyword
 from sidecar.core.calibration import zone_of
 from sidecar.core.trace import Trace
@@ -40,8 +42,6 @@ from sidecar.core.zones import Thresholds
 from sidecar.evaluation.dataset import EvalQuery, load_dataset
 from sidecar.evaluation.state import prepare_state
 from sidecar.evaluation.zone_stats import auroc_ci, cv_logistic, risk_coverage
-from sidecar.settings import Settings
-from sidecar.zone_calibration import asked_scores, calibrate_zones
 
 log = logging.getLogger(__name__)
 

@@ -2,6 +2,9 @@
 
 ``rebuild_keyword_index`` is what a bulk load (an import, a benchmark forum) calls afterwards;
 ``sidecar keyword rebuild`` is the same from the shell. See docs/keyword.md.
+
+Imports: ``core`` and ``db``. Imported by ``search`` (the keyword leg), ``runtime`` (the sync of
+``sidecar prepare``), ``jobs``, ``cli`` and ``bench``.
 """
 
 from __future__ import annotations

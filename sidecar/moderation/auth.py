@@ -8,8 +8,9 @@ fingerprint no longer match).
 
 The key is checked before anything is counted: the right key always gets in. Wrong keys are
 counted in Redis per client (an IPv6 client is its /64) and for all clients together
-(:mod:`sidecar.throttle`): past the limits a wrong key is answered 429 instead of 401. The
-client address is the one ``SIDECAR_PROXY_HOPS`` trusted proxies report (``sidecar.api.app``).
+(:mod:`sidecar.moderation.throttle`): past the limits a wrong key is answered 429 instead of
+401. The client address is the one ``SIDECAR_PROXY_HOPS`` trusted proxies report
+(``sidecar.api.app``).
 Without Redis nothing can be counted or looked up: logins, sessions and wrong keys are answered
 503, never left uncounted.
 """
@@ -31,7 +32,7 @@ from pydantic import SecretStr
 
 from models.web.auth import token_matches
 from sidecar.errors import ServiceUnavailable
-from sidecar.throttle import GLOBAL_MAX_FAILURES, MAX_FAILURES, FailureThrottle
+from sidecar.moderation.throttle import GLOBAL_MAX_FAILURES, MAX_FAILURES, FailureThrottle
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from sidecar.config.settings import Settings
 from sidecar.core.calibration import LabelledScore, ScorerReport, calibrate_scorer, scorer_kind
 from sidecar.core.zones import ScorerKind, Thresholds
 from sidecar.db import Database
@@ -16,8 +17,7 @@ from sidecar.db.public import public_post_ids
 from sidecar.errors import InvalidInput, NotFound
 from sidecar.moderation.chart import zone_chart_svg
 from sidecar.moderation.models import LabelRequest, ReviewFilters
-from sidecar.profile import profile_zones
-from sidecar.settings import Settings
+from sidecar.search.profile import profile_zones
 
 
 def parse_id(value: str) -> uuid.UUID:

@@ -28,7 +28,7 @@ from sidecar.db.calibration_read import accepted_answers
 from sidecar.db.post_features import PostFeatureReader
 from sidecar.evaluation import metrics as m
 from sidecar.evaluation.dataset import EvalDataset
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 from sidecar.tuning.crossval import kfold
 
 log = logging.getLogger(__name__)

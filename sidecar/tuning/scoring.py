@@ -22,7 +22,7 @@ from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, PostHit, TopicHit
 from sidecar.evaluation import metrics as m
-from sidecar.search import SearchService
+from sidecar.search.service import SearchService
 from sidecar.tuning.judgements import Judged
 from sidecar.tuning.space import Candidate
 

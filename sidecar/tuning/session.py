@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from models.protocols import Embedder
-from sidecar.bootstrap import sync_keyword
+from sidecar.config.settings import Settings
 from sidecar.db.judgements_read import click_judgements, label_judgements
 from sidecar.evaluation.dataset import judgements_digest, load_dataset
 from sidecar.evaluation.query_cache import CachedQueryEmbedder
 from sidecar.evaluation.state import prepare_state
-from sidecar.profile import SearchProfile, settings_config
-from sidecar.resources import Resources, start_resources
-from sidecar.search import SearchService
-from sidecar.settings import Settings
+from sidecar.runtime.bootstrap import sync_keyword
+from sidecar.runtime.resources import Resources, start_resources
+from sidecar.search.profile import SearchProfile, settings_config
+from sidecar.search.service import SearchService
 from sidecar.tuning import judgements as jm
 from sidecar.tuning.scoring import LegCache, keyword_rank, score_table
 from sidecar.tuning.space import candidates as candidate_space

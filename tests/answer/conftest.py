@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from models.protocols import Reranker
-from sidecar.profile import load_served
-from sidecar.search import SearchService
+from sidecar.search.profile import load_served
+from sidecar.search.service import SearchService
 from tests.answer.ollama_server import OllamaServer
 from tests.conftest import demo_forum
 
@@ -77,7 +77,7 @@ def variant(base: Any, *, reranker: Reranker | None = None, reranker_error: str 
 @pytest.fixture
 def make_client(answer_state: Any) -> Callable[..., Any]:
     """``make_client(reranker=..., **settings)``: a test client of an app over our demo state."""
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     def build(**kwargs: Any) -> Any:
         res = variant(answer_state, **kwargs)

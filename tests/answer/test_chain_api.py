@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from sidecar.chain_service import RerankChain
+from sidecar.config.settings import Settings
 from sidecar.core.chain import ChainFlags, boost
 from sidecar.db.chain_read import post_vectors
-from sidecar.search import SearchOptions, SearchService
-from sidecar.settings import Settings
+from sidecar.search.chain import RerankChain
+from sidecar.search.service import SearchOptions, SearchService
 from tests.conftest import API_KEY
 from tests.helpers import demo_queries
 
@@ -60,7 +60,7 @@ def no_chain_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return called
 
     monkeypatch.setattr(RerankChain, "run", record("RerankChain.run"))
-    monkeypatch.setattr("sidecar.chain_service.apply_chain", record("apply_chain"))
+    monkeypatch.setattr("sidecar.search.chain.apply_chain", record("apply_chain"))
     monkeypatch.setattr("sidecar.answer.pipeline.knee_cut", record("knee_cut"))
     yield calls
 

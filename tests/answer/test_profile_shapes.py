@@ -11,9 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sidecar.config.settings import Settings
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode
-from sidecar.profile import (
+from sidecar.search.profile import (
     ProfileSlot,
     SearchProfile,
     ServedModel,
@@ -23,7 +24,6 @@ from sidecar.profile import (
     updated_profile,
     write_profile,
 )
-from sidecar.settings import Settings
 from tests.conftest import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}

@@ -8,7 +8,7 @@ from typing import Any
 from sidecar.core.types import Mode
 from sidecar.db.search_sql import EF_SEARCH_MAX
 from sidecar.evaluation.state import prepare_state
-from sidecar.search import SearchOptions, SearchService
+from sidecar.search.service import SearchOptions, SearchService
 
 
 def test_a_deep_semantic_list_beyond_ef_search_max(

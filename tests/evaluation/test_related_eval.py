@@ -9,11 +9,11 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from sidecar.bootstrap import demo_dir
 from sidecar.cli.main import main
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.related_dump import CATEGORY_NAME, write_related_dump
 from sidecar.evaluation.related_stats import choose_threshold, passed, threshold_row
+from sidecar.runtime.bootstrap import demo_dir
 from tests.evaluation.conftest import write_eval_dump
 from tests.evaluation.test_cli import _env
 

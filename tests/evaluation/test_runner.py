@@ -18,7 +18,7 @@ from sidecar.evaluation.evaluate import run_evaluation
 from sidecar.evaluation.report import to_markdown, write_outputs
 from sidecar.evaluation.stages import CrossEncoderRerank
 from sidecar.evaluation.state import StateNotReady, prepare_state
-from sidecar.search import SearchOptions
+from sidecar.search.service import SearchOptions
 from tests.evaluation.conftest import PRIVATE_TOPIC, QUERIES, write_eval_dump
 
 # The catalogue's default configurations, then what POST /v1/search serves.

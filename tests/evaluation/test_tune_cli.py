@@ -8,11 +8,11 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from sidecar.api import create_app
-from sidecar.bootstrap import demo_dir
+from sidecar.api.app import create_app
 from sidecar.cli.main import main
-from sidecar.profile import read_profile
-from sidecar.resources import start_resources
+from sidecar.runtime.bootstrap import demo_dir
+from sidecar.runtime.resources import start_resources
+from sidecar.search.profile import read_profile
 from tests.conftest import API_KEY
 from tests.evaluation.test_cli import _env
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from sidecar.bootstrap import demo_dir
 from sidecar.cli.main import main
+from sidecar.runtime.bootstrap import demo_dir
 from sidecar.tuning.links import MIN_LABELS
 from tests.evaluation.test_cli import _env
 

@@ -9,13 +9,13 @@ from typing import Any
 import psycopg
 from click.testing import CliRunner
 
-from sidecar.api import create_app
-from sidecar.bootstrap import demo_dir
+from sidecar.api.app import create_app
 from sidecar.cli.main import main
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.state import prepare_state
-from sidecar.profile import read_profile
-from sidecar.resources import start_resources
+from sidecar.runtime.bootstrap import demo_dir
+from sidecar.runtime.resources import start_resources
+from sidecar.search.profile import read_profile
 from tests.conftest import API_KEY
 from tests.evaluation.conftest import write_eval_dump
 from tests.evaluation.test_cli import _env

@@ -32,7 +32,7 @@ def fuzz_app(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_
              minilm: Any) -> Iterator[Any]:
     """The app over the demo forum embedded with MiniLM, moderation on (with its own key), so
     that its routes are fuzzed past the "disabled" answer."""
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("fuzz"), minilm,
                     prefix="t_fuzz", moderator_key=SecretStr(MODERATOR_KEY),

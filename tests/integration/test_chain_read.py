@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 from sidecar.db.chain_read import FeatureReader, detect_schema, post_vectors
 from sidecar.db.evidence_read import post_similarities
 from sidecar.db.migrate import upgrade
-from sidecar.importer import import_dump
+from sidecar.ingest.importer import import_dump
 from tests.conftest import demo_forum
 from tests.helpers import category, post, topic, write_dump
 

@@ -75,9 +75,9 @@ class Load:
 def test_a_postgresql_restart_under_load(own_server: Any, redis_url: str, tmp_path: Path,
                                          redis_client: Any) -> None:
     from models import DummyEmbedder
-    from sidecar.api import create_app
-    from sidecar.bootstrap import load_demo
-    from sidecar.resources import start_resources
+    from sidecar.api.app import create_app
+    from sidecar.runtime.bootstrap import load_demo
+    from sidecar.runtime.resources import start_resources
 
     # More pooled connections than threads: some sit idle through each restart.
     settings = make_settings(tmp_path, own_server.get_uri(), redis_url,

@@ -8,9 +8,9 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
-from sidecar import pgconf
-from sidecar.services import _HANDLES, embedded_postgres_url
-from sidecar.settings import Settings
+from sidecar.config import pgconf
+from sidecar.config.settings import Settings
+from sidecar.runtime.services import _HANDLES, embedded_postgres_url
 
 GIB = 2**30
 

@@ -34,8 +34,8 @@ def test_health_without_the_key_is_a_short_status(client: Any) -> None:
 def test_a_broken_reranker_is_detailed_only_behind_the_key(
     tmp_path: Path, db_url: str, redis_url: str, minilm: Any
 ) -> None:
-    from sidecar.api import create_app
-    from sidecar.resources import start_resources
+    from sidecar.api.app import create_app
+    from sidecar.runtime.resources import start_resources
     from tests.conftest import make_settings
 
     broken = tmp_path / "no-such-cross-encoder"

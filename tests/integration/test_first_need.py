@@ -21,9 +21,9 @@ from models import read_manifest
 from sidecar.bench.e2e_part import free_port
 from sidecar.bench.procs import wait_healthy
 from sidecar.cli import main
+from sidecar.config.settings import Settings
 from sidecar.errors import ConfigurationError
-from sidecar.model_setup import ensure_model, model_source
-from sidecar.settings import Settings
+from sidecar.runtime.model_setup import ensure_model, model_source
 from tests.conftest import make_settings
 from tests.helpers import sidecar_command
 
@@ -52,7 +52,7 @@ def test_concurrent_commands_prepare_once(tmp_path: Path,
         except BaseException as exc:  # collected: a thread's failure must fail the test
             errors.append(exc)
 
-    with caplog.at_level(logging.INFO, logger="sidecar.model_setup"):
+    with caplog.at_level(logging.INFO, logger="sidecar.runtime.model_setup"):
         threads = [threading.Thread(target=prepare) for _ in range(3)]
         for thread in threads:
             thread.start()

@@ -120,8 +120,8 @@ def test_metrics_add_up_every_worker(gunicorn: dict[str, Any]) -> None:
 def test_an_app_on_a_schema_behind_refuses_to_start(tmp_path: Path, db_url: str,
                                                     redis_url: str) -> None:
     from models import DummyEmbedder
-    from sidecar.api import create_app
-    from sidecar.resources import start_resources
+    from sidecar.api.app import create_app
+    from sidecar.runtime.resources import start_resources
 
     settings = make_settings(tmp_path, db_url, redis_url)
     with pytest.raises(ConfigurationError, match=r"sidecar db upgrade"):
@@ -139,7 +139,7 @@ def test_an_app_on_a_schema_behind_refuses_to_start(tmp_path: Path, db_url: str,
 
 def test_create_app_does_not_migrate(tmp_path: Path, db_url: str, redis_url: str,
                                      minilm_dir: Path) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     settings = make_settings(tmp_path, db_url, redis_url, embed_model_path=minilm_dir)
     with pytest.raises(ConfigurationError, match=r"sidecar db upgrade"):
@@ -154,7 +154,7 @@ def test_an_exiting_worker_is_marked_dead(tmp_path: Path, monkeypatch: pytest.Mo
 
     from prometheus_client import values
 
-    from sidecar.gunicorn_hooks import prepare_metrics_dir, worker_exit
+    from sidecar.api.gunicorn_hooks import prepare_metrics_dir, worker_exit
 
     # prepare_metrics_dir switches this process to multiprocess values: undone afterwards.
     monkeypatch.setattr(values, "ValueClass", values.ValueClass)

@@ -9,7 +9,7 @@ import pytest
 
 from sidecar.db.migrate import upgrade
 from sidecar.errors import ConfigurationError, InvalidInput
-from sidecar.importer import import_dump
+from sidecar.ingest.importer import import_dump
 from tests.helpers import category, post, topic, write_dump
 
 

@@ -90,7 +90,7 @@ def test_a_real_redis_url_replaces_the_embedded_one(tmp_path: Any, db_url: str,
         redis.Redis.from_url(url, socket_connect_timeout=1).ping()
     except redis.RedisError:
         pytest.skip("no Redis on 127.0.0.1:6379")
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
     from tests.conftest import make_settings
 
     res = start_resources(make_settings(tmp_path, db_url, url), embedder=minilm)

@@ -1,4 +1,4 @@
-"""Every gunicorn launcher takes its options from sidecar.gunicorn_config.
+"""Every gunicorn launcher takes its options from sidecar.api.gunicorn_config.
 
 `gunicorn -c deploy/gunicorn.conf.py`, `sidecar serve`, `sidecar run` and `sidecar model-host`
 must agree on graceful shutdown, trusted proxies, logging and the worker count they are given.
@@ -17,15 +17,15 @@ from click.testing import CliRunner
 from gunicorn.config import Config
 
 from models import make_tiny_cross_encoder
-from sidecar.cli import main
-from sidecar.cli.run import _serve
-from sidecar.gunicorn_config import (
+from sidecar.api.gunicorn_config import (
     GunicornApp,
     api_options,
     common_options,
     model_host_options,
 )
-from sidecar.settings import Settings, load_settings
+from sidecar.cli import main
+from sidecar.cli.run import _serve
+from sidecar.config.settings import Settings, load_settings
 from tests.conftest import API_KEY, make_settings
 
 DEPLOY_CONF = Path(__file__).resolve().parents[2] / "deploy" / "gunicorn.conf.py"

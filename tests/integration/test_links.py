@@ -54,7 +54,7 @@ def test_retrieve_cites_the_linked_post(client: Any, auth: dict[str, str]) -> No
 
 def test_left_out_topics_never_come_back(demo_state: Any) -> None:
     from sidecar.core.types import Mode
-    from sidecar.search import SearchOptions
+    from sidecar.search.service import SearchOptions
 
     query = "WireGuard behind CGNAT with a VPS relay and PersistentKeepalive"
     for mode in Mode:
@@ -69,8 +69,8 @@ def test_left_out_topics_never_come_back(demo_state: Any) -> None:
 
 def test_a_learned_rule_in_the_profile_is_the_one_served(demo_state: Any, tmp_path: Any) -> None:
     from sidecar.core.postchoice import LinkRule
-    from sidecar.profile import load_served, with_link_rule, write_profile
-    from sidecar.search import SearchOptions, SearchService
+    from sidecar.search.profile import load_served, with_link_rule, write_profile
+    from sidecar.search.service import SearchOptions, SearchService
 
     settings = demo_state.settings.model_copy(update={"search_profile": tmp_path / "p.json"})
     rule = LinkRule.of({"opening": 5.0, "similarity": 1.0}, "learned on 40 labelled topics")

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from sidecar.cli.main import main
 from sidecar.db.migrate import upgrade
 from sidecar.evaluation.dataset import load_dataset
-from sidecar.importer import import_dump
-from sidecar.mail_dump import clean_body, thread_subject
+from sidecar.ingest.importer import import_dump
+from sidecar.ingest.mail_dump import clean_body, thread_subject
 
 
 def mail(msg_id: str, subject: str, body: str, *, sender: str = "ann@example.org",

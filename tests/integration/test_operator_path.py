@@ -28,7 +28,7 @@ import pytest
 
 from sidecar.bench.e2e_part import free_port
 from sidecar.bench.procs import wait_healthy
-from sidecar.bootstrap import demo_dir
+from sidecar.runtime.bootstrap import demo_dir
 from tests.conftest import drop_database, new_database
 from tests.helpers import add_post, discourse_delivery, sidecar_command
 

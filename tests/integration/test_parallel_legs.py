@@ -10,7 +10,7 @@ import pytest
 
 from sidecar.core.trace import Trace
 from sidecar.core.types import Mode
-from sidecar.search import SearchOptions, SearchService
+from sidecar.search.service import SearchOptions, SearchService
 
 QUERIES = ["bank account", "how do I renew my residence permit", "best beach for kids"]
 HYBRID = SearchOptions(mode=Mode.HYBRID)

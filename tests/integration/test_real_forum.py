@@ -15,13 +15,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from sidecar.bootstrap import backfill_sync
 from sidecar.core.types import Mode
 from sidecar.db.migrate import forum_owned, upgrade
 from sidecar.errors import ConfigurationError
-from sidecar.importer import import_dump
-from sidecar.resources import start_resources
-from sidecar.search import SearchOptions
+from sidecar.ingest.importer import import_dump
+from sidecar.runtime.bootstrap import backfill_sync
+from sidecar.runtime.resources import start_resources
+from sidecar.search.service import SearchOptions
 from tests.conftest import make_settings
 from tests.helpers import category, post, topic, write_dump
 

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from sidecar.related_cache import forum_cache
+from sidecar.related.cache import forum_cache
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PROBES = json.loads((DATA / "demo_private_probes.json").read_text())

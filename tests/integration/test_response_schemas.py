@@ -90,7 +90,7 @@ NOT_EXERCISED = {("/v1/ready", "get", "503")}
 def forum_app(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_url: str,
               minilm: Any) -> Iterator[Any]:
     """The app over the demo forum embedded with MiniLM, moderation and webhooks on."""
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("conformance"), minilm,
                     prefix="t_conf", moderator_key=SecretStr(MODERATOR_KEY),

@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 
 from sidecar.db.embeddings import EmbeddingRow, register_model, upsert_embeddings
 from sidecar.db.migrate import upgrade
-from sidecar.importer import import_dump
+from sidecar.ingest.importer import import_dump
 from tests.helpers import category, post, topic, write_dump
 
 # category id -> (name, parent, restricted)

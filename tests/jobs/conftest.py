@@ -17,7 +17,7 @@ import pytest
 from jobs import driver
 from jobs.batch import run_sync
 from models import DummyEmbedder
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 from tests.conftest import make_settings
 
 # Small batches so that the demo forum (~250 public posts) makes a run of many batches.
@@ -32,8 +32,8 @@ JOB_SETTINGS: dict[str, Any] = {
 def start_state(tmp_path: Path, db_url: str, redis_url: str, embedder: Any,
                 **overrides: Any) -> Resources:
     """Resources over a fresh database holding the demo forum (not embedded yet)."""
-    from sidecar.bootstrap import load_demo
-    from sidecar.resources import start_resources
+    from sidecar.runtime.bootstrap import load_demo
+    from sidecar.runtime.resources import start_resources
 
     settings = make_settings(tmp_path, db_url, redis_url, **{**JOB_SETTINGS, **overrides})
     res = start_resources(settings, embedder=embedder)

@@ -13,7 +13,7 @@ from jobs.batch import run_sync
 from jobs.queues import all_queues
 from models import DummyEmbedder
 from sidecar.db.vector_index import index_name
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 from tests.jobs.conftest import (
     private_post_ids,
     public_post_ids,
@@ -190,7 +190,7 @@ def test_a_new_model_version_re_embeds_older_rows_after_missing_ones(
 def test_strategy_two_beside_strategy_one_and_search_picks_either(
     tmp_path: Any, db_url: str, redis_client: Any, redis_url: str, kind: str,
 ) -> None:
-    from sidecar.search import SearchOptions
+    from sidecar.search.service import SearchOptions
     from tests.jobs.conftest import start_state
 
     res = start_state(tmp_path, db_url, redis_url, DummyEmbedder(dimensions=32),

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 from tests.conftest import API_KEY
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

@@ -22,9 +22,9 @@ import pytest
 from pydantic import SecretStr
 
 from jobs import queues
-from sidecar.bootstrap import backfill_sync
 from sidecar.errors import ServiceUnavailable
-from sidecar.resources import Resources
+from sidecar.runtime.bootstrap import backfill_sync
+from sidecar.runtime.resources import Resources
 from tests.conftest import API_KEY
 from tests.helpers import add_post, discourse_delivery
 from tests.jobs.conftest import public_post_ids, vector_rows, work
@@ -51,7 +51,7 @@ def forum(dummy_res: Resources) -> Iterator[Resources]:
 
 @pytest.fixture
 def api(forum: Resources) -> Any:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     return create_app(forum.settings, forum).test_client()
 
@@ -87,7 +87,7 @@ RESTRICTED_TOPIC = ("SELECT t.id FROM topics t JOIN categories c ON c.id = t.cat
 
 
 def test_a_signed_post_created_makes_a_public_post_searchable(demo_res: Resources) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     backfill_sync(demo_res, 1, progress=False)  # the forum embedded with MiniLM
     forum = with_secret(demo_res)
@@ -135,7 +135,7 @@ def test_signatures_are_checked(api: Any, forum: Resources) -> None:
 def test_a_delivery_is_applied_once_across_api_nodes_whatever_its_event_id(
     forum: Resources, api: Any
 ) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     other_node = create_app(forum.settings, forum).test_client()
     post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
@@ -160,7 +160,7 @@ def found_by_meaning(api: Any, forum: Resources, post: dict[str, Any]) -> bool:
     Only that post has a vector here (the demo forum is not embedded): without it the search
     finds nothing at all.
     """
-    from sidecar.indexing import Indexer
+    from sidecar.ingest.indexing import Indexer
 
     [text] = Indexer(forum.db, forum.embedder, forum.model).prepare([post["id"]]).texts
     resp = api.post("/v1/search", json={"query": text[:1500], "limit": 1, "mode": "semantic"},
@@ -253,7 +253,7 @@ def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
 
 
 def test_events_map_to_the_index_events(api: Any, forum: Resources) -> None:
-    from sidecar.indexing import Indexer
+    from sidecar.ingest.indexing import Indexer
 
     gone = min(public_post_ids(forum.urls.database_url))
     assert Indexer(forum.db, forum.embedder, forum.model).embed_posts([gone]).embedded == 1
@@ -293,7 +293,7 @@ def test_bad_deliveries_are_json_4xx(api: Any) -> None:
 
 
 def test_the_route_is_off_without_a_secret(demo_res: Resources) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     client = create_app(demo_res.settings, demo_res).test_client()
     resp = deliver(client, "ping", {"ping": "OK"})
@@ -308,14 +308,14 @@ def test_the_route_is_off_without_a_secret(demo_res: Resources) -> None:
 def test_a_short_secret_is_refused() -> None:
     from pydantic import ValidationError
 
-    from sidecar.settings import Settings
+    from sidecar.config.settings import Settings
 
     with pytest.raises(ValidationError, match="at least 12 characters"):
         Settings(discourse_webhook_secret=SecretStr("short"))
 
 
 def test_the_webhook_has_its_own_body_limit(api: Any, forum: Resources) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
     payload = post_payload(post)

@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import public_post_ids, run_record, vector_rows, work
 
@@ -17,7 +17,7 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 @pytest.fixture
 def api(indexed: Resources) -> Any:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     return create_app(indexed.settings, indexed).test_client()
 

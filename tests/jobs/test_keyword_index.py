@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from sidecar.cli import main
+from sidecar.config.settings import Settings
 from sidecar.core.tsquery import as_words, parse_tsquery, positive_lexemes, rarest_words
 from sidecar.core.types import Mode
 from sidecar.db import keyword_sql as ksql
@@ -26,9 +27,8 @@ from sidecar.keyword import KeywordIndex, keyword_leg, keyword_tsquery, rebuild_
 from sidecar.keyword.changes import ask_every_node_to_rebuild, catch_up
 from sidecar.keyword.leg import _postings
 from sidecar.keyword.store import TEXT_FIELDS
-from sidecar.resources import Resources
-from sidecar.search import SearchOptions
-from sidecar.settings import Settings
+from sidecar.runtime.resources import Resources
+from sidecar.search.service import SearchOptions
 from tests.conftest import API_KEY
 from tests.jobs.conftest import public_post_ids
 
@@ -98,7 +98,7 @@ def _write_post(res: Resources, post_id: int, topic_id: int, text: str) -> None:
 
 @pytest.fixture
 def api(dummy_res: Resources) -> Any:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     return create_app(dummy_res.settings, dummy_res).test_client()
 

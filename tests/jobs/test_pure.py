@@ -11,8 +11,8 @@ from jobs.errors import Failure, classify, describe
 from jobs.queues import retry_intervals, retry_policy
 from jobs.runs import parse_until
 from models.errors import ModelInputError, RemoteInputError, RemoteModelError
+from sidecar.config.settings import Settings
 from sidecar.errors import ConfigurationError, InvalidInput
-from sidecar.settings import Settings
 
 PARIS_WINTER = timezone(timedelta(hours=1))
 

@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from sidecar.related_cache import forum_cache, ttl_for
-from sidecar.resources import Resources
+from sidecar.related.cache import forum_cache, ttl_for
+from sidecar.runtime.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import work
 
@@ -20,7 +20,7 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 @pytest.fixture
 def api(indexed: Resources) -> Any:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     return create_app(indexed.settings, indexed).test_client()
 
@@ -147,7 +147,7 @@ def test_a_cache_of_another_forum_in_the_same_redis_is_never_read(
 def test_no_cache_when_the_setting_is_0(indexed: Resources) -> None:
     from dataclasses import replace
 
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     settings = indexed.settings.model_copy(update={"related_cache_ttl_s": 0})
     client = create_app(settings, replace(indexed, settings=settings)).test_client()

@@ -20,7 +20,7 @@ from rq import SimpleWorker
 from jobs import context, driver
 from jobs.queues import all_queues, queue
 from sidecar.errors import ConfigurationError
-from sidecar.resources import Resources, start_resources
+from sidecar.runtime.resources import Resources, start_resources
 from tests.conftest import make_settings
 from tests.jobs.conftest import JOB_SETTINGS, run_record, start_state, vector_rows
 

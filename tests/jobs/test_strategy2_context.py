@@ -19,7 +19,7 @@ from jobs import driver
 from jobs.batch import run_sync
 from sidecar.db.forum_read import post_sources
 from sidecar.db.stale import stale_candidates
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import public_post_ids, vector_rows, work
 
@@ -85,7 +85,7 @@ def _digest2(res: Resources, post_id: int) -> str | None:
 def test_a_change_to_the_parent_re_embeds_its_replies(
     indexed2: Resources, event: str, change: str
 ) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     api = create_app(indexed2.settings, indexed2).test_client()
     reply, parent, _ = _reply_with_parent(indexed2)
@@ -101,7 +101,7 @@ def test_a_change_to_the_parent_re_embeds_its_replies(
 
 
 def test_an_edited_opening_post_re_embeds_the_replies_of_its_topic(indexed2: Resources) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     api = create_app(indexed2.settings, indexed2).test_client()
     reply, _, opening = _reply_with_parent(indexed2)

@@ -25,7 +25,7 @@ from jobs import driver
 from jobs.planner import plan_run
 from jobs.queues import queue
 from sidecar.db.vector_index import index_name
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 from tests.conftest import API_KEY
 from tests.jobs.conftest import (
     private_post_ids,
@@ -171,7 +171,7 @@ def test_sigkill_mid_batch_then_restart_leaves_one_row_per_public_post(
 
 
 def _events_on_a_live_worker(res: Resources, worker: Any) -> None:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     url = res.urls.database_url
     api = create_app(res.settings, res).test_client()

@@ -107,8 +107,8 @@ def test_model_host_refuses_to_listen_beyond_loopback_without_a_key(tmp_path: Pa
     from pydantic import SecretStr
 
     from sidecar.cli.modelhost import check_bind
+    from sidecar.config.settings import Settings
     from sidecar.errors import ConfigurationError
-    from sidecar.settings import Settings
 
     for args, extra in ((["--host", "0.0.0.0"], {}), (["--host", "::"], {}),
                         ([], {"SIDECAR_MODEL_HOST_HOST": "192.0.2.10"})):

@@ -21,7 +21,7 @@ from models.errors import RemoteModelError
 from models.host import HostConfig, ThreadedHost, create_host_app
 from sidecar.core.types import Mode
 from sidecar.errors import ConfigurationError
-from sidecar.search import SearchOptions
+from sidecar.search.service import SearchOptions
 from tests.answer.ollama_server import OllamaServer, running_ollama
 from tests.conftest import demo_forum, make_settings
 from tests.models.conftest import VARIED_TEXTS
@@ -145,7 +145,7 @@ def test_unknown_api_is_refused() -> None:
 def test_an_unreachable_ollama_stops_start_up_clearly(
     tmp_path: Path, db_url: str, redis_url: str
 ) -> None:
-    from sidecar.resources import start_resources
+    from sidecar.runtime.resources import start_resources
 
     settings = make_settings(tmp_path, db_url, redis_url, embed_url="http://127.0.0.1:9",
                              embed_api="ollama", embed_model="bge-m3")

@@ -12,9 +12,9 @@ import pytest
 from models import DummyEmbedder, OnnxEmbedder
 from models.client import RemoteEmbedder
 from models.host import ThreadedHost
-from sidecar.api import create_app
+from sidecar.api.app import create_app
 from sidecar.errors import ConfigurationError, Conflict
-from sidecar.resources import start_resources
+from sidecar.runtime.resources import start_resources
 from tests.conftest import API_KEY, make_settings
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -63,7 +63,7 @@ def test_a_broken_reranker_degrades_and_says_where_and_why(
 ) -> None:
     broken = _broken_copy(tiny_reranker_dir, tmp_path / "broken-ce")
     settings = make_settings(tmp_path, db_url, redis_url, rerank_model_path=broken)
-    with caplog.at_level(logging.ERROR, logger="sidecar.resources"):
+    with caplog.at_level(logging.ERROR, logger="sidecar.runtime.resources"):
         res = start_resources(settings, embedder=minilm)
     assert res.reranker is None and res.reranker_error is not None
     assert str(broken / "model.onnx") in res.reranker_error

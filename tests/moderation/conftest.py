@@ -36,7 +36,7 @@ def mod_state(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis
 @pytest.fixture(scope="module")
 def mod_app(mod_state: Any) -> Any:
     """The app with moderation enabled."""
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     return create_app(mod_state.settings, mod_state)
 
@@ -67,7 +67,7 @@ def api_auth() -> dict[str, str]:
 @pytest.fixture
 def disabled_app(mod_state: Any) -> Any:
     """The same app with no moderator key configured."""
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     settings = mod_state.settings.model_copy(update={"moderator_key": None})
     res = dataclasses.replace(mod_state, settings=settings)

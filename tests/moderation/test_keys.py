@@ -1,7 +1,8 @@
 """Keys that resist guessing: a throttle on SIDECAR_API_KEY, minimum lengths, the scheme.
 
-The API key gets the same failure counting as the moderator key (sidecar/throttle.py): wrong
-keys from one client are answered 429 past the limit, the right key never is. Both keys, and
+The API key gets the same failure counting as the moderator key
+(sidecar/moderation/throttle.py): wrong keys from one client are answered 429 past the limit,
+the right key never is. Both keys, and
 the model host's, need ``MIN_KEY_CHARS`` characters. ``X-Forwarded-Proto`` counts only through
 the proxies ``SIDECAR_PROXY_HOPS`` trusts.
 """
@@ -14,9 +15,9 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from sidecar.config.settings import MIN_KEY_CHARS, Settings
 from sidecar.moderation.auth import SESSION_COOKIE
-from sidecar.settings import MIN_KEY_CHARS, Settings
-from sidecar.throttle import MAX_FAILURES, client_bucket
+from sidecar.moderation.throttle import MAX_FAILURES, client_bucket
 from tests.conftest import API_KEY
 from tests.moderation.conftest import MODERATOR_KEY
 
@@ -24,7 +25,7 @@ CLIENT = "203.0.113.9"
 
 
 def _app(mod_state: Any, **settings: Any) -> Any:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     updated = mod_state.settings.model_copy(update=settings)
     return create_app(updated, dataclasses.replace(mod_state, settings=updated))
@@ -92,7 +93,7 @@ def _secure(response: Any) -> bool:
 
 
 def test_forwarded_proto_counts_only_through_trusted_proxies(mod_state: Any) -> None:
-    from sidecar.gunicorn_config import api_options, model_host_options
+    from sidecar.api.gunicorn_config import api_options, model_host_options
 
     direct = _app(mod_state, proxy_hops=0).test_client()
     assert not _secure(_login(direct, **{"X-Forwarded-Proto": "https"}))

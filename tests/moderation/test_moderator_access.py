@@ -26,7 +26,7 @@ MODERATOR = "198.51.100.7"
 
 
 def _app(mod_state: Any, redis_client: Any = None, **settings: Any) -> Any:
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     updated = mod_state.settings.model_copy(update=settings)
     res = dataclasses.replace(mod_state, settings=updated,

@@ -33,8 +33,8 @@ def forum_state(tmp_path_factory: pytest.TempPathFactory, forum_url: str, redis_
                 ) -> Iterator[Any]:
     """Resources over the imported demo forum (a hash embedder: nothing here embeds)."""
     from models import DummyEmbedder
-    from sidecar.bootstrap import load_demo
-    from sidecar.resources import start_resources
+    from sidecar.runtime.bootstrap import load_demo
+    from sidecar.runtime.resources import start_resources
 
     settings = make_settings(tmp_path_factory.mktemp("sanitize"), forum_url, redis_url)
     res = start_resources(settings, embedder=DummyEmbedder(dimensions=16))
@@ -46,7 +46,7 @@ def forum_state(tmp_path_factory: pytest.TempPathFactory, forum_url: str, redis_
 @pytest.fixture(scope="module")
 def app(forum_state: Any) -> Any:
     """The app over that forum."""
-    from sidecar.api import create_app
+    from sidecar.api.app import create_app
 
     return create_app(forum_state.settings, forum_state)
 

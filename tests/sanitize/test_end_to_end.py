@@ -21,9 +21,9 @@ from tests.sanitize.checker import audit
 def e2e_client(tmp_path_factory: pytest.TempPathFactory, forum_url: str, redis_url: str,
                minilm: Any) -> Iterator[Any]:
     """An app over the demo forum, embedded (no cross-encoder: bi-encoder relevance)."""
-    from sidecar.api import create_app
-    from sidecar.bootstrap import backfill_sync, load_demo
-    from sidecar.resources import start_resources
+    from sidecar.api.app import create_app
+    from sidecar.runtime.bootstrap import backfill_sync, load_demo
+    from sidecar.runtime.resources import start_resources
 
     settings = make_settings(tmp_path_factory.mktemp("e2e"), forum_url, redis_url)
     res = start_resources(settings, embedder=minilm)

@@ -7,7 +7,7 @@ legs are fused and aggregated per topic as ``/v1/search`` does for a question wi
 and the topic itself is left out of both legs. No model is called on the request path: a
 topic whose posts have no vector yet is related through its title by the keyword leg alone.
 
-The ranked list is cached (:mod:`sidecar.related_cache`); what is shown is read at every
+The ranked list is cached (:mod:`sidecar.related.cache`); what is shown is read at every
 request: the asked topic must be public (else the same 404 as a topic that does not exist),
 and so must each related topic's post (a topic that left the public since is skipped).
 """
@@ -19,12 +19,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from redis import Redis
+
+from sidecar.config.settings import Settings
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.text import excerpt, html_to_text
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg, Mode, TopicHit
+from sidecar.db import Database
+from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.related_read import (
     Card,
     SourceTopic,
@@ -34,11 +39,8 @@ from sidecar.db.related_read import (
     topic_vector,
 )
 from sidecar.errors import NotFound
-from sidecar.related_cache import RankedTopic, RelatedCache, forum_cache, ttl_for
-from sidecar.search import SearchOptions
-
-if TYPE_CHECKING:  # the API builds the service from its resources
-    from sidecar.resources import Resources
+from sidecar.related.cache import RankedTopic, RelatedCache, forum_cache, ttl_for
+from sidecar.search.service import SearchOptions, SearchService
 
 # The one answer for a topic that does not exist and for one that is not public.
 NOT_FOUND = "no public topic with this id"
@@ -48,6 +50,36 @@ MAX_LIMIT = 10  # the largest page of /v1/topics/<id>/related (discourse-ai show
 # /v1/search ranks for its largest default page: a cold list costs about a search).
 RANKED = 15
 CACHE_VERSION = 1  # bumped when the cached form changes
+
+
+class RelatedResources(Protocol):
+    """What the service takes of the process's resources: the API builds it from its one
+    ``Resources`` (``sidecar.runtime.resources``), which this layer never imports."""
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings."""
+        ...
+
+    @property
+    def db(self) -> Database:
+        """The connection pool."""
+        ...
+
+    @property
+    def redis(self) -> Redis:
+        """The Redis client (the related lists' cache)."""
+        ...
+
+    @property
+    def model(self) -> RegisteredModel:
+        """The serving embedding model, as registered."""
+        ...
+
+    @property
+    def search(self) -> SearchService:
+        """The search whose legs rank the related topics."""
+        ...
 
 
 @dataclass
@@ -80,7 +112,7 @@ def ranked_topics(topics: Sequence[TopicHit]) -> list[RankedTopic]:
 class RelatedService:
     """Built once per API process from its resources; safe to call from many threads."""
 
-    def __init__(self, res: Resources, *, mode: str | None = None) -> None:
+    def __init__(self, res: RelatedResources, *, mode: str | None = None) -> None:
         """``mode``: hybrid or semantic (default ``SIDECAR_RELATED_MODE``)."""
         self.res = res
         self.search = res.search

@@ -14,17 +14,42 @@ silence, not a weak suggestion. Which threshold, and what it costs, was chosen b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from sidecar.config.settings import Settings
 from sidecar.core.text import cook, html_to_text
 from sidecar.core.trace import Trace
-from sidecar.search import SearchOptions, SearchOutcome, TopicResult
-
-if TYPE_CHECKING:  # the API builds the service from its resources
-    from sidecar.resources import Resources
+from sidecar.db.embeddings import RegisteredModel
+from sidecar.search.profile import ProfileState
+from sidecar.search.service import SearchOptions, SearchOutcome, SearchService, TopicResult
 
 MAX_LIMIT = 10  # the largest answer of /v1/similar
 CANDIDATES = 10  # topics ranked before the threshold (a few more than shown)
+
+
+class SimilarResources(Protocol):
+    """What the service takes of the process's resources: the API builds it from its one
+    ``Resources`` (``sidecar.runtime.resources``), which this layer never imports."""
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings."""
+        ...
+
+    @property
+    def model(self) -> RegisteredModel:
+        """The serving embedding model, as registered."""
+        ...
+
+    @property
+    def search(self) -> SearchService:
+        """The search a draft is run through."""
+        ...
+
+    @property
+    def profile(self) -> ProfileState:
+        """The served search profile (its calibrated zones)."""
+        ...
 
 
 @dataclass
@@ -42,7 +67,7 @@ class SimilarOutcome:
 class SimilarService:
     """Built once per API process from its resources; safe to call from many threads."""
 
-    def __init__(self, res: Resources) -> None:
+    def __init__(self, res: SimilarResources) -> None:
         self.res = res
         self.search = res.search
         self.settings = res.settings

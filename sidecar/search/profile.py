@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sidecar.config.settings import Settings
 from sidecar.core.answerability import CalibrationBasis, ZoneCalibration
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, Fusion, FusionMethod, parse_weights
@@ -32,7 +33,6 @@ from sidecar.core.postchoice import ANSWER_RULE, LinkRule
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import ConfigurationError
-from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 

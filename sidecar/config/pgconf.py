@@ -94,7 +94,7 @@ def write_conf(pgdata: Path, settings: dict[str, str]) -> bool:
     if INCLUDE not in text:
         main.write_text(text.rstrip("\n") + f"\n\n# the sidecar's settings\n{INCLUDE}\n")
     conf = pgdata / CONF_NAME
-    body = "# Written by the sidecar at each start (sidecar/pgconf.py); ALTER SYSTEM wins.\n"
+    body = "# Written by the sidecar at each start (sidecar/config/pgconf.py); ALTER SYSTEM wins.\n"
     body += "".join(f"{name} = '{value}'\n" for name, value in sorted(settings.items()))
     old = conf.read_text() if conf.exists() else ""
     if old == body:

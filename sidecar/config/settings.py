@@ -14,9 +14,9 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sidecar.config.pgconf import check_memory
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
-from sidecar.pgconf import check_memory
 
 # PostgreSQL text search configurations are identifiers; we only check the shape here and let the
 # server say whether it knows the configuration.
@@ -24,8 +24,9 @@ _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 _CHAIN = ChainFlags()  # the rerank chain's defaults (every stage off)
 # The shortest key the sidecar accepts (SIDECAR_API_KEY, SIDECAR_MODERATOR_KEY,
 # SIDECAR_MODEL_HOST_API_KEY): a right key is never refused by the failure throttles
-# (sidecar/throttle.py), so the key itself must resist guessing. 16 random characters are ~95
-# bits; `openssl rand -hex 32` (64 characters) is what the deploy files suggest.
+# (sidecar/moderation/throttle.py), so the key itself must resist guessing. 16 random
+# characters are ~95 bits; `openssl rand -hex 32` (64 characters) is what the deploy files
+# suggest.
 MIN_KEY_CHARS = 16
 
 
@@ -45,7 +46,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("REDIS_URL", "SIDECAR_REDIS_URL")
     )
     # shared_buffers of the embedded PostgreSQL only: "auto" (a quarter of the memory) or a
-    # size such as "2GB" (sidecar/pgconf.py); applied when it starts.
+    # size such as "2GB" (sidecar/config/pgconf.py); applied when it starts.
     embedded_pg_shared_buffers: str = "auto"
     db_pool_min: int = 1
     db_pool_max: int = 8
@@ -99,7 +100,7 @@ class Settings(BaseSettings):
 
     # --- retrieval ------------------------------------------------------------------------
     strategy: int = 1
-    # The served search when no search profile replaces it (see sidecar/profile.py):
+    # The served search when no search profile replaces it (see sidecar/search/profile.py):
     search_mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
     # lift: cosine similarity + fusion_lift x (BM25 / the keyword leg's best BM25), the default
     # since 2026-12 (rrf k 60 before): it never fell significantly below either leg on five

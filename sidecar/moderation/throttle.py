@@ -10,8 +10,8 @@ clients, a wrong key is answered 429 instead of 401 and a warning is logged once
 window.
 
 What makes guessing hopeless is the key, not the count: keys have at least
-``sidecar.settings.MIN_KEY_CHARS`` characters and are compared in constant time. The counts make
-a guesser visible to the operator and tell a misconfigured client to stop.
+``sidecar.config.settings.MIN_KEY_CHARS`` characters and are compared in constant time. The
+counts make a guesser visible to the operator and tell a misconfigured client to stop.
 
 An IPv6 client usually owns a whole /64 (SLAAC, privacy addresses): counting address by address
 would give it 2**64 fresh starts, so its /64 is counted as one client; an IPv4-mapped IPv6

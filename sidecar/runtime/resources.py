@@ -23,24 +23,24 @@ import redis
 from models.protocols import Embedder, Reranker
 from sidecar.answer.pipeline import RetrievalPipeline
 from sidecar.answer.sanitize_service import SanitizeService
+from sidecar.config.settings import Settings
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, registered_model
 from sidecar.db.migrate import check_current, parse_version, pgvector_version, upgrade
 from sidecar.errors import ConfigurationError
-from sidecar.indexing import Indexer
-from sidecar.model_loading import (
+from sidecar.ingest.indexing import Indexer
+from sidecar.moderation.auth import ModeratorAuth
+from sidecar.moderation.service import ModerationService
+from sidecar.runtime.model_loading import (
     load_embedder,
     load_prepared_embedder,
     load_reranker,
     register_embedder,
     resolve_model,
 )
-from sidecar.moderation.auth import ModeratorAuth
-from sidecar.moderation.service import ModerationService
-from sidecar.profile import ProfileState, load_served
-from sidecar.search import SearchService
-from sidecar.services import ServiceUrls, resolve_services
-from sidecar.settings import Settings
+from sidecar.runtime.services import ServiceUrls, resolve_services
+from sidecar.search.profile import ProfileState, load_served
+from sidecar.search.service import SearchService
 
 log = logging.getLogger(__name__)
 

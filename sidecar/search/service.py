@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.protocols import Embedder
-from sidecar.chain_service import RerankChain
+from sidecar.config.settings import Settings
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import Fusion, FusionMethod
 from sidecar.core.postchoice import ANSWER_RULE, Chooser, LinkRule
@@ -26,8 +26,8 @@ from sidecar.db.search_sql import semantic_leg
 from sidecar.db.vector_share import ShareCache
 from sidecar.errors import InvalidInput
 from sidecar.keyword import KeywordIndex, keyword_leg
-from sidecar.links import PostLinker
-from sidecar.settings import Settings
+from sidecar.search.chain import RerankChain
+from sidecar.search.links import PostLinker
 
 log = logging.getLogger(__name__)
 

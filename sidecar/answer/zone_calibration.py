@@ -14,11 +14,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from tqdm import tqdm
 
-from sidecar.answer.pipeline import Assessment, RetrievalPipeline
+from sidecar.answer.pipeline import Assessment, PipelineResources, RetrievalPipeline
 from sidecar.core.answerability import (
     ZoneCalibration,
     calibrate,
@@ -27,8 +27,7 @@ from sidecar.core.answerability import (
 )
 from sidecar.core.trace import Trace
 from sidecar.db.calibration_read import asked_questions, opening_posts
-from sidecar.profile import profile_zones, with_zones, write_profile
-from sidecar.resources import Resources
+from sidecar.search.profile import profile_zones, with_zones, write_profile
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +35,15 @@ DEFAULT_QUESTIONS = 300
 # Stored questions from which "auto" reads the normal threshold from the members' questions.
 MIN_ASKED = 100
 Basis = Literal["auto", "opening_posts", "asked"]
+
+
+class CalibrationResources(PipelineResources, Protocol):
+    """What the calibration takes of the process's resources (``Resources`` is one): the
+    pipeline's parts, and the pipeline itself."""
+
+    def retrieval(self) -> RetrievalPipeline:
+        """The process's retrieval pipeline."""
+        ...
 
 
 @dataclass
@@ -85,7 +93,7 @@ def _check(assessed: Assessment) -> None:
                          f"{assessed.rerank_error}")
 
 
-def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed: int = 0,
+def calibrate_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTIONS, seed: int = 0,
                     abstain_pct: float = 10.0, normal_pct: float = 80.0,
                     basis: Basis = "auto", progress: bool = True) -> CalibrationRun:
     """Ask the forum ``questions`` of its own opening posts, each without its topic, and set
@@ -137,7 +145,7 @@ def calibrate_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS, seed:
                           seconds=time.perf_counter() - started, before=before)
 
 
-def ensure_zones(res: Resources, *, questions: int = DEFAULT_QUESTIONS) -> str:
+def ensure_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTIONS) -> str:
     """Calibrate the served scorer's zones once (``sidecar run``'s preparation): nothing when
     the search profile already has them; returns what it did, in a sentence."""
     settings = res.settings

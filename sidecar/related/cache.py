@@ -24,10 +24,10 @@ from typing import Any
 
 import redis
 
+from sidecar.config.settings import Settings
 from sidecar.db import Database
 from sidecar.db.keyword_sql import index_id
 from sidecar.db.related_read import topics_of_posts
-from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from models.errors import ModelError
 from models.presets import find_preset
+from sidecar.config.settings import Settings
 from sidecar.errors import ConfigurationError
-from sidecar.logs import setup_logging
-from sidecar.settings import Settings
+from sidecar.runtime.logs import setup_logging
 
 log = logging.getLogger(__name__)
 

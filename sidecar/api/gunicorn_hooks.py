@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sidecar.settings import load_settings
+from sidecar.config.settings import load_settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

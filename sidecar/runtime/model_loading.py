@@ -17,12 +17,12 @@ from models.client import RemoteReranker
 from models.client_apis import remote_embedder
 from models.manifest import read_manifest
 from models.protocols import Embedder, Reranker
+from sidecar.config.settings import Settings
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, find_model, register_model
 from sidecar.db.pool import DictConn
 from sidecar.errors import ConfigurationError
-from sidecar.model_setup import ensure_model
-from sidecar.settings import Settings
+from sidecar.runtime.model_setup import ensure_model
 
 log = logging.getLogger(__name__)
 

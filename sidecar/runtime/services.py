@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sidecar import pgconf
+from sidecar.config import pgconf
+from sidecar.config.settings import Settings
 from sidecar.errors import ConfigurationError
-from sidecar.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def embedded_postgres_url(state_dir: Path, shared_buffers: str = "auto") -> str:
     """Start (or join) the embedded PostgreSQL 18 + pgvector and return its URL.
 
     ``shared_buffers``: ``auto`` (a quarter of the machine's memory) or a size such as
-    ``2GB``; written to the data directory before the server starts (:mod:`sidecar.pgconf`).
+    ``2GB``; written to the data directory before the server starts (:mod:`sidecar.config.pgconf`).
     """
     key = f"pg:{state_dir.resolve()}"
     if key not in _HANDLES:

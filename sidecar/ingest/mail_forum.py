@@ -1,4 +1,5 @@
-"""Mail archive messages (:mod:`sidecar.mail_dump`) grouped into a forum and written as a dump."""
+"""Mail archive messages (:mod:`sidecar.ingest.mail_dump`) grouped into a forum and written as
+a dump."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.dump_format import slugify
-from sidecar.mail_dump import MAX_QUERY_CHARS, MIN_LIST_MESSAGES, Mail
+from sidecar.ingest.mail_dump import MAX_QUERY_CHARS, MIN_LIST_MESSAGES, Mail
 
 MIN_QUESTION_WORDS = 12
 MIN_THREAD_SUBJECT = 4  # shorter subjects ("hi", "?") do not join threads by themselves

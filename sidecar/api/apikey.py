@@ -11,7 +11,7 @@ import secrets
 
 from pydantic import SecretStr
 
-from sidecar.settings import Settings
+from sidecar.config.settings import Settings
 
 
 def ensure_api_key(settings: Settings) -> tuple[Settings, bool]:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
-from sidecar.gunicorn_hooks import on_starting, worker_exit
-from sidecar.settings import Settings
+from sidecar.api.gunicorn_hooks import on_starting, worker_exit
+from sidecar.config.settings import Settings
 
 if TYPE_CHECKING:
     from flask import Flask

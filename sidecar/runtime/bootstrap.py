@@ -1,6 +1,6 @@
 """What `sidecar prepare` does before serving: schema, demo forum, embeddings, indexes.
 
-The model itself is prepared by :func:`sidecar.model_setup.ensure_model`.
+The model itself is prepared by :func:`sidecar.runtime.model_setup.ensure_model`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from tqdm import tqdm
 from sidecar.db.embeddings import analyze_embeddings, count_embeddings
 from sidecar.db.migrate import forum_owned
 from sidecar.db.vector_index import ensure_index
-from sidecar.importer import ImportReport, import_dump
-from sidecar.indexing import BatchResult, Indexer
+from sidecar.ingest.importer import ImportReport, import_dump
+from sidecar.ingest.indexing import BatchResult, Indexer
 from sidecar.keyword import SyncReport
 from sidecar.keyword.changes import catch_up
-from sidecar.resources import Resources
+from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 
