@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from jobs import driver, planner
+from jobs import backoff, driver, planner
 from jobs.errors import Failure, classify, describe
 from sidecar.db.backfill_batches import (
     fail_batch,
@@ -62,8 +62,10 @@ def execute_batch(res: Resources, run_id: int, seq: int, *, job_id: str | None) 
 
     A run that is paused, stopped or past its deadline does not take the batch: it goes back to
     pending (a resumed run enqueues it again). Errors are recorded on the run (terminal provider
-    errors count towards pausing it) and raised, so RQ retries the job with backoff.
+    errors count towards pausing it) and raised, so RQ retries the job with backoff. First the
+    batch waits while the forum's database is busy (:mod:`jobs.backoff`).
     """
+    quiet(res, run_id)
     with res.db.connection() as conn:
         run = get_run(conn, run_id)
         batch = get_batch(conn, run_id, seq)
@@ -98,6 +100,17 @@ def execute_batch(res: Resources, run_id: int, seq: int, *, job_id: str | None) 
         raise
     return Outcome(OutcomeStatus.SETTLED if settled and settled[0] else OutcomeStatus.ALREADY,
                    result=result)
+
+
+def quiet(res: Resources, run_id: int) -> None:
+    """Wait while the forum's database is busy; a wait too long is recorded and raised."""
+    try:
+        backoff.wait_until_quiet(res, run_id)
+    except backoff.DatabaseBusy as exc:
+        with res.db.connection() as conn:
+            record_error(conn, run_id, describe(exc), counts=False,
+                         pause_after=res.settings.backfill_pause_after_errors)
+        raise
 
 
 def give_up_batch(res: Resources, run_id: int, seq: int, exc: BaseException | None,

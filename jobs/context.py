@@ -54,7 +54,7 @@ def start_from_environment() -> Resources:
         if _INSTALLED is None:
             log.warning("no resources installed (a plain `rq worker`, not `sidecar worker`): "
                         "starting them from the environment, models included")
-            _INSTALLED = start_resources(load_settings())
+            _INSTALLED = start_resources(load_settings(), purpose="worker")
         return _INSTALLED
 
 
@@ -70,5 +70,5 @@ def for_callbacks() -> Resources:
         if _WITHOUT_MODELS is None:
             log.info("no resources installed: starting them without models for RQ callbacks")
             _WITHOUT_MODELS = start_resources(load_settings(), load_models=False,
-                                              migrate=False)
+                                              migrate=False, purpose="worker")
         return _WITHOUT_MODELS

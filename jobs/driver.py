@@ -19,7 +19,7 @@ from typing import Any
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from jobs import queues
+from jobs import backoff, queues
 from jobs.runs import create_run
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.backfill_batches import (
@@ -44,7 +44,7 @@ from sidecar.db.backfill_runs import (
 )
 from sidecar.db.embeddings import RegisteredModel, analyze_embeddings, registered_model
 from sidecar.db.vector_index import ensure_index, index_name
-from sidecar.errors import InvalidInput
+from sidecar.errors import InvalidInput, OwnerRequired
 from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,9 @@ def build_index(res: Resources, run_id: int) -> str:
     """ANALYZE, then ``CREATE INDEX CONCURRENTLY`` of the run's (model, strategy) if missing.
 
     Search keeps working meanwhile (an exact scan over the partial rows); writes are not
-    blocked. The kind (halfvec cosine or binary-quantized) is ``SIDECAR_INDEX_KIND``.
+    blocked. The kind (halfvec cosine or binary-quantized) is ``SIDECAR_INDEX_KIND``. The build
+    waits while the forum's database is busy, and where discourse-ai owns the table the run
+    says that its owner builds the index (``sidecar db upgrade --as-owner``).
     """
     with res.db.connection() as conn:
         run = get_run(conn, run_id)
@@ -215,10 +217,17 @@ def build_index(res: Resources, run_id: int) -> str:
     kind = res.settings.index_kind
     name = index_name(model.id, run.strategy_id, kind)
     try:
+        backoff.wait_until_quiet(res, run_id)
         with res.db.connection() as conn:
             analyze_embeddings(conn)
-        built = ensure_index(res.urls.database_url, model, run.strategy_id, kind,
+        built = ensure_index(res.conninfo("index"), model, run.strategy_id, kind,
                              **res.settings.hnsw_build())
+    except OwnerRequired as exc:
+        status = f"waiting for the table's owner: {exc.message}"
+        log.warning("run #%d: %s", run_id, status)
+        with res.db.connection() as conn:
+            set_index_status(conn, run_id, status)
+        return status
     except Exception as exc:
         with res.db.connection() as conn:
             set_index_status(conn, run_id, f"error: {type(exc).__name__}: {exc}")

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from jobs import backoff
 from sidecar.db.backfill_runs import Run, RunStatus, get_run, save_plan
 from sidecar.db.stale import PHASES, Candidate, Phase, mark_checked
 from sidecar.ingest.indexing import Indexer
@@ -97,6 +98,7 @@ def plan_run(res: Resources, run_id: int) -> Run:
         run = get_run(conn, run_id)
     if run.status != RunStatus.PLANNING:
         return run
+    backoff.wait_until_quiet(res, run_id)  # planning scans the forum: not while it is busy
     # The keyword indexes' drift sweep: what changed without an event goes to their change log.
     catch_up(db, keep_days=res.settings.keyword_log_days)
     model = res.model_by_id(run.model_id)

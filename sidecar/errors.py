@@ -82,8 +82,22 @@ class ServiceUnavailable(SidecarError):
     code = "service_unavailable"
 
 
+class DatabaseTimeout(ServiceUnavailable):
+    """A query hit its ``statement_timeout`` or ``lock_timeout`` (the forum's database is busy,
+    or one of its tables is locked): the sidecar gave up instead of waiting."""
+
+    code = "database_timeout"
+
+
 class ConfigurationError(SidecarError):
     """The sidecar cannot start with this configuration; the message says how to fix it."""
 
     status = 500
     code = "configuration_error"
+
+
+class OwnerRequired(ConfigurationError):
+    """The sidecar's role may not do this (build an index on a table another role owns): the
+    owner must, and the message says how."""
+
+    code = "owner_required"

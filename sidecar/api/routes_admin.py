@@ -82,6 +82,10 @@ class RunRecord(ResponseModel):
     started_at: IsoDateTime | None
     finished_at: IsoDateTime | None
     updated_at: IsoDateTime
+    waiting_since: IsoDateTime | None = Field(
+        description="Since when the run has been waiting for a busy forum database before its "
+                    "next batch (null while it works).")
+    waiting_reason: str | None = Field(description="Why it waits: the limit passed.")
     remaining: int = Field(description="Budgeted posts no batch has settled yet.")
 
     @computed_field  # type: ignore[prop-decorator]

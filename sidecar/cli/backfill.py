@@ -49,6 +49,9 @@ def _print_run(run: Any, as_json: bool) -> None:
                f"{run.skipped_gone} gone, {run.failed} failed, {run.remaining} remaining")
     if run.deadline:
         click.echo(f"  deadline  {run.deadline.astimezone():%Y-%m-%d %H:%M %Z}")
+    if run.waiting_reason and run.live:
+        click.secho(f"  waiting   since {run.waiting_since:%H:%M:%S}: the forum's database is "
+                    f"busy ({run.waiting_reason})", fg="yellow")
     if run.pause_reason:
         click.secho(f"  paused    {run.pause_reason}", fg="yellow")
     elif run.last_error:
@@ -136,7 +139,8 @@ def backfill(ctx: click.Context, model_name: str | None, strategy: int | None,
     from sidecar.runtime.resources import start_resources
 
     # Enqueue and watch: the worker embeds, so no model is loaded here.
-    res = start_resources(settings, load_models=False, model_name=model_name)
+    res = start_resources(settings, load_models=False, model_name=model_name,
+                          purpose="backfill")
     try:
         run = driver.start_run(res, model=res.model, strategy=strategy, budget=budget,
                                deadline=deadline)
@@ -163,7 +167,7 @@ def _backfill_sync(settings: Settings, model_name: str | None, strategy: int | N
     # The cross-encoder is not needed to embed posts.
     settings = settings.model_copy(update={"rerank_model": None, "rerank_model_path": None,
                                            "rerank_url": None})
-    res = start_resources(settings)
+    res = start_resources(settings, purpose="backfill")
     try:
         run = driver.start_run(res, strategy=strategy, budget=budget, deadline=deadline,
                                enqueue=False)
@@ -210,7 +214,7 @@ def status(settings: Settings, run_id: int | None, show_all: bool, watch: bool,
     from sidecar.db.backfill_runs import get_run, list_runs
     from sidecar.runtime.resources import start_resources
 
-    res = start_resources(settings, load_models=False)
+    res = start_resources(settings, load_models=False, purpose="backfill")
     try:
         if show_all:
             with res.db.connection() as conn:
@@ -234,7 +238,7 @@ def _action(settings: Settings, run_id: int | None, action: str, as_json: bool) 
     from jobs.runs import change_status
     from sidecar.runtime.resources import start_resources
 
-    res = start_resources(settings, load_models=False)
+    res = start_resources(settings, load_models=False, purpose="backfill")
     try:
         picked = _pick_run(res, run_id)
         with res.db.connection() as conn:

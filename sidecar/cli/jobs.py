@@ -31,7 +31,7 @@ def worker(settings: Settings, burst: bool, kinds: tuple[str, ...], heartbeat_tt
     # Jobs embed; the cross-encoder would only take memory here.
     settings = settings.model_copy(update={"rerank_model": None, "rerank_model_path": None,
                                            "rerank_url": None})
-    res = start_resources(settings)
+    res = start_resources(settings, purpose="worker")
     try:
         click.echo(f"worker on {res.urls.redis_url}: model {res.model.name} "
                    f"({res.embedder.provider}), queues "

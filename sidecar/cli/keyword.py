@@ -21,11 +21,12 @@ from sidecar.config.settings import Settings
 def _database(settings: Settings) -> Iterator[Any]:
     from sidecar.db import Database
     from sidecar.db.migrate import upgrade
+    from sidecar.runtime.dbsession import database_conninfo, session_limits
     from sidecar.runtime.services import resolve_services
 
-    url = resolve_services(settings).database_url
-    upgrade(url)
-    db = Database(url, min_size=1, max_size=2)
+    upgrade(database_conninfo(settings, "migrate"))
+    db = Database(resolve_services(settings).database_url, min_size=1, max_size=2,
+                  limits=session_limits(settings, "command"))
     db.open()
     try:
         yield db

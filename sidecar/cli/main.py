@@ -11,6 +11,7 @@ import click
 from sidecar.cli.backfill import backfill
 from sidecar.cli.bench import bench
 from sidecar.cli.calibrate import calibrate_cmd
+from sidecar.cli.db import db
 from sidecar.cli.evaluate import evaluate
 from sidecar.cli.jobs import queues_cmd, worker
 from sidecar.cli.keyword import keyword
@@ -53,21 +54,6 @@ def main(ctx: click.Context) -> None:
     ctx.obj = settings
 
 
-@main.group()
-def db() -> None:
-    """Database schema."""
-
-
-@db.command("upgrade")
-@click.pass_obj
-def db_upgrade(settings: Settings) -> None:
-    """Create or upgrade the schema (idempotent)."""
-    from sidecar.db.migrate import upgrade
-    from sidecar.runtime.services import resolve_services
-
-    echo_json(upgrade(resolve_services(settings).database_url))
-
-
 @main.command("import")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--strict", is_flag=True, help="Exit 1 if any row was rejected.")
@@ -78,11 +64,10 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 
     from sidecar.db.migrate import upgrade
     from sidecar.ingest.importer import import_dump
-    from sidecar.runtime.services import resolve_services
+    from sidecar.runtime.dbsession import database_conninfo
 
-    url = resolve_services(settings).database_url
-    upgrade(url)
-    with psycopg.connect(url) as conn:
+    upgrade(database_conninfo(settings, "migrate"))
+    with psycopg.connect(database_conninfo(settings, "import")) as conn:
         report = import_dump(conn, directory, settings.ts_config)
     data = report.as_dict()
     errors: list[str] = data.pop("errors")  # type: ignore[assignment]
@@ -97,7 +82,7 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 
 # Commands live in one module per concern, registered here.
 for _command in (
-    run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
+    db, run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
     retrievals, evaluate, tune_cmd, tune_links_cmd, calibrate_cmd, bench, keyword, dump_mail,
     eval_related,
 ):

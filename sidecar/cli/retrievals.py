@@ -27,12 +27,13 @@ def purge(settings: Settings, days: int | None) -> None:
     from sidecar.db import Database
     from sidecar.db.migrate import upgrade
     from sidecar.db.retrievals import purge_retrievals
+    from sidecar.runtime.dbsession import database_conninfo, session_limits
     from sidecar.runtime.services import resolve_services
 
     keep = days or settings.retrieval_retention_days
-    url = resolve_services(settings).database_url
-    upgrade(url)
-    db = Database(url, min_size=1, max_size=1)
+    upgrade(database_conninfo(settings, "migrate"))
+    db = Database(resolve_services(settings).database_url, min_size=1, max_size=1,
+                  limits=session_limits(settings, "command"))
     db.open()
     try:
         with db.connection() as conn:

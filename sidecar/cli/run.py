@@ -125,10 +125,10 @@ def serve(settings: Settings, workers: int | None) -> None:
     embedding model is prepared on first need.
     """
     from sidecar.db.migrate import upgrade
+    from sidecar.runtime.dbsession import database_conninfo
     from sidecar.runtime.model_setup import prepare_before_fork
-    from sidecar.runtime.services import resolve_services
 
-    upgrade(resolve_services(settings).database_url)
+    upgrade(database_conninfo(settings, "migrate"))
     prepare_before_fork(settings)
     _serve(settings, workers)
 

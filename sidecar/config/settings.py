@@ -48,8 +48,24 @@ class Settings(BaseSettings):
     # shared_buffers of the embedded PostgreSQL only: "auto" (a quarter of the memory) or a
     # size such as "2GB" (sidecar/config/pgconf.py); applied when it starts.
     embedded_pg_shared_buffers: str = "auto"
-    db_pool_min: int = 1
-    db_pool_max: int = 8
+    # Connections to the forum's PostgreSQL, per process (docs/deployment.md, "Connections"):
+    # an API process (one gunicorn worker) up to db_pool_max (a hybrid search holds two at
+    # once, and each of SIDECAR_THREADS requests may search), a `sidecar worker` up to
+    # worker_db_pool_max (one job at a time).
+    db_pool_min: int = Field(default=1, ge=0, le=64)
+    db_pool_max: int = Field(default=8, ge=1, le=64)
+    worker_db_pool_max: int = Field(default=2, ge=1, le=16)
+    # Time limits of every connection (statement_timeout, lock_timeout,
+    # idle_in_transaction_session_timeout), by kind of process: an API request gives up after
+    # db_api_timeout_s (and waits at most db_api_lock_timeout_s for a lock the forum holds),
+    # answering 503; jobs and commands after db_job_timeout_s; index builds and imports after
+    # db_index_timeout_s. None is ever unbounded (sidecar/runtime/dbsession.py).
+    db_api_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    db_api_lock_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    db_job_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    db_job_lock_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    db_index_timeout_s: float = Field(default=6 * 3600.0, gt=0, le=48 * 3600)
+    db_idle_in_transaction_s: float = Field(default=60.0, gt=0, le=3600)
 
     # --- HTTP -----------------------------------------------------------------------------
     host: str = "127.0.0.1"
@@ -183,6 +199,18 @@ class Settings(BaseSettings):
     job_retry_intervals: str = "30,180,1200,3600,21600"  # seconds between retries
     job_timeout_s: int = 1800
     backfill_pause_after_errors: int = 3  # consecutive terminal provider errors before a pause
+    # The backfill yields to the forum: before each batch it reads how busy the database is
+    # and waits (checking every backfill_busy_check_s, up to backfill_busy_max_wait_s, then the
+    # batch is retried later) while queries running in it (other than the sidecar's) exceed
+    # backfill_max_active, its connections exceed backfill_max_connections_pct of
+    # max_connections, or a replica lags more than backfill_max_replication_lag_s. 0: no limit.
+    # Active queries and replication lag are seen only with pg_read_all_stats (pg_monitor);
+    # the connections always (docs/jobs.md, "Yielding to the forum").
+    backfill_max_active: int = Field(default=16, ge=0)
+    backfill_max_connections_pct: float = Field(default=80.0, ge=0, le=100)
+    backfill_max_replication_lag_s: float = Field(default=30.0, ge=0)
+    backfill_busy_check_s: float = Field(default=30.0, gt=0, le=3600)
+    backfill_busy_max_wait_s: float = Field(default=900.0, ge=0)
     retrieval_retention_days: int = 90
 
     # --- model host (TEI-compatible) -------------------------------------------------------

@@ -76,6 +76,8 @@ class Run:
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    waiting_since: datetime | None  # yielding to a busy forum database (jobs/backoff.py)
+    waiting_reason: str | None
 
     def __post_init__(self) -> None:
         # class_row passes the stored text; the fields hold the enums (equal to that text).
@@ -99,7 +101,8 @@ class Run:
         data = asdict(self)
         data["status"] = self.status.value  # plain strings, as stored
         data["stop_reason"] = self.stop_reason.value if self.stop_reason else None
-        for key in ("deadline", "created_at", "started_at", "finished_at", "updated_at"):
+        for key in ("deadline", "created_at", "started_at", "finished_at", "updated_at",
+                    "waiting_since"):
             value = data[key]
             data[key] = value.isoformat() if value is not None else None
         data["remaining"] = self.remaining
@@ -265,3 +268,13 @@ def set_index_status(conn: DictConn, run_id: int, status: str) -> None:
         "UPDATE sidecar_backfill_runs SET index_status = %s, updated_at = now() WHERE id = %s",
         (status[:500], run_id),
     )
+
+
+def set_waiting(conn: DictConn, run_id: int, reason: str | None) -> None:
+    """Record that the run waits for a busy database (since now, unless it already did), or,
+    with None, that it works again."""
+    conn.execute(
+        "UPDATE sidecar_backfill_runs SET waiting_reason = %(r)s, waiting_since = CASE"
+        " WHEN %(r)s::text IS NULL THEN NULL ELSE coalesce(waiting_since, now()) END"
+        " WHERE id = %(id)s AND waiting_reason IS DISTINCT FROM %(r)s::text",
+        {"r": reason, "id": run_id})

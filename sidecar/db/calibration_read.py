@@ -48,8 +48,11 @@ def accepted_answers(conn: DictConn, n: int) -> list[tuple[OpeningPost, int]]:
     """Up to ``n`` public topics whose accepted answer (Discourse Solved) is a public reply,
     newest first: the topic's question and the accepted post's id (none on a forum without
     discourse-solved)."""
-    found = conn.execute("SELECT to_regclass('discourse_solved_solved_topics') AS t").fetchone()
-    if found is None or found["t"] is None:
+    found = conn.execute(
+        "SELECT CASE WHEN to_regclass('discourse_solved_solved_topics') IS NULL THEN false"
+        " ELSE has_column_privilege('discourse_solved_solved_topics', 'answer_post_id',"
+        " 'SELECT') END AS t").fetchone()
+    if found is None or not found["t"]:
         return []
     rows = conn.execute(
         sql.SQL(

@@ -70,8 +70,9 @@ class ForumSchema:
 
 
 def detect_schema(conn: DictConn) -> ForumSchema:
-    """The optional columns present, by one catalogue query (``to_regclass`` follows the
-    search path, as the sidecar's other queries do)."""
+    """The optional columns present and readable, by one catalogue query (``to_regclass``
+    follows the search path, as the sidecar's other queries do). A column the sidecar's role
+    was not granted (``sidecar db grants``) counts as absent: its feature reads as neutral."""
     tables = sorted({t for t, _ in _OPTIONAL_COLUMNS})
     rows = conn.execute(
         """
@@ -79,6 +80,7 @@ def detect_schema(conn: DictConn) -> ForumSchema:
         FROM unnest(%s::text[]) AS x(name)
         JOIN pg_attribute a ON a.attrelid = to_regclass(x.name)
         WHERE a.attnum > 0 AND NOT a.attisdropped
+          AND has_column_privilege(a.attrelid, a.attnum, 'SELECT')
         """,
         (tables,),
     ).fetchall()

@@ -69,7 +69,10 @@ def label_judgements(conn: DictConn) -> list[LabelRow]:
 
 def has_search_log(conn: DictConn) -> bool:
     """True when the database has Discourse's ``search_logs`` table."""
-    row = conn.execute("SELECT to_regclass('search_logs') IS NOT NULL AS present").fetchone()
+    # Present and readable: the sidecar's role may not have been granted it.
+    row = conn.execute(
+        "SELECT CASE WHEN to_regclass('search_logs') IS NULL THEN false"
+        " ELSE has_column_privilege('search_logs', 'term', 'SELECT') END AS present").fetchone()
     return bool(row and row["present"])
 
 

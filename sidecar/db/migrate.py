@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 
+from sidecar.db.owner import vector_key_missing
 from sidecar.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -24,13 +25,14 @@ MIN_PGVECTOR = (0, 7, 0)  # halfvec arrived in pgvector 0.7
 _LOCK_ID = 0x51DECA2  # arbitrary, constant: the advisory lock of our migrations
 _VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-# The columns the sidecar reads from a real forum; checked when it does not own the database.
+# The columns without which the sidecar cannot read a real forum; checked when it does not own
+# the database (every column it reads, and may be granted, is in sidecar/db/grants.py).
 REQUIRED_FORUM_COLUMNS: dict[str, tuple[str, ...]] = {
     "posts": ("id", "topic_id", "post_number", "raw", "cooked", "deleted_at", "hidden",
               "hidden_at", "post_type", "updated_at", "reply_to_post_number", "user_deleted"),
     "topics": ("id", "title", "slug", "category_id", "archetype", "visible", "deleted_at",
                "bumped_at"),
-    "categories": ("id", "name", "slug", "read_restricted", "parent_category_id"),
+    "categories": ("id", "name", "read_restricted", "parent_category_id"),
     "tags": ("id", "name"),
     "topic_tags": ("topic_id", "tag_id"),
     "tag_group_memberships": ("tag_id", "tag_group_id"),
@@ -88,7 +90,8 @@ def ensure_pgvector(conn: psycopg.Connection[Any]) -> str:
         except psycopg.Error as exc:
             raise ConfigurationError(
                 f"could not create the pgvector extension ({exc.diag.message_primary}); "
-                "ask a superuser to run CREATE EXTENSION vector in this database."
+                "ask a superuser to run CREATE EXTENSION vector in this database (the SQL "
+                "of `sidecar db grants` does it)."
             ) from exc
         row = conn.execute(_VECTOR_VERSION).fetchone()
     assert row is not None
@@ -205,4 +208,9 @@ def upgrade(url: str) -> dict[str, object]:
                         (track, mig.version, mig.name, mig.checksum),
                     )
                     applied.append(f"{track}/{mig.version:04d}_{mig.name}")
+            if vector_key_missing(conn):
+                raise ConfigurationError(
+                    "ai_posts_embeddings has no unique key on (model_id, strategy_id, post_id) "
+                    "and the sidecar's role does not own it: its owner adds it (`sidecar db "
+                    "upgrade --as-owner`, or `sidecar db owner-sql`)")
     return {"pgvector": pgvector, "forum_owned": owned, "applied": applied}

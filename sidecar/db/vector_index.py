@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 from sidecar.db.embeddings import RegisteredModel
+from sidecar.errors import OwnerRequired
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +26,43 @@ def index_name(model_id: int, strategy_id: int, kind: str) -> str:
     return f"sidecar_posts_emb_{model_id}_{strategy_id}_{suffix}"
 
 
+def index_statement(model: RegisteredModel, strategy_id: int, kind: str = "halfvec", *,
+                    m: int = 16, ef_construction: int = 128) -> sql.Composed:
+    """``CREATE INDEX CONCURRENTLY`` of a (model, strategy)'s partial HNSW index."""
+    if kind == "binary":
+        expr = sql.SQL("(binary_quantize(embeddings)::bit({d})) bit_hamming_ops")
+    else:
+        expr = sql.SQL("(embeddings::halfvec({d})) halfvec_cosine_ops")
+    return sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON ai_posts_embeddings"
+        " USING hnsw ({expr}) WITH (m = {m}, ef_construction = {efc})"
+        " WHERE model_id = {mid} AND strategy_id = {sid}"
+    ).format(
+        name=sql.Identifier(index_name(model.id, strategy_id, kind)),
+        expr=expr.format(d=sql.Literal(model.dimensions)),
+        m=sql.Literal(m),
+        efc=sql.Literal(ef_construction),
+        mid=sql.Literal(model.id),
+        sid=sql.Literal(strategy_id),
+    )
+
+
+def index_valid(conn: psycopg.Connection[Any], name: str) -> bool | None:
+    """True when the index exists and is valid, False when an interrupted build left it
+    invalid, None when there is none."""
+    row = conn.cursor(row_factory=tuple_row).execute(
+        "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+        " WHERE c.relname = %s",
+        (name,),
+    ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def drop_invalid(name: str) -> sql.Composed:
+    """``DROP INDEX CONCURRENTLY`` of an interrupted build's leftover."""
+    return sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name))
+
+
 def ensure_index(
     url: str, model: RegisteredModel, strategy_id: int, kind: str = "halfvec", *,
     m: int = 16, ef_construction: int = 128, build_mem: str = "",
@@ -34,42 +74,37 @@ def ensure_index(
     build is dropped and rebuilt. ``m`` and ``ef_construction`` are HNSW's build parameters
     (``SIDECAR_HNSW_M``, ``SIDECAR_HNSW_EF_CONSTRUCTION``); an existing index keeps its own until
     it is dropped. ``build_mem`` is the build's ``maintenance_work_mem`` (empty: the server's).
+    Only the table's owner may build: where discourse-ai owns ``ai_posts_embeddings`` and the
+    sidecar's role does not act as its owner, :class:`OwnerRequired` says what to run.
     """
     name = index_name(model.id, strategy_id, kind)
     with psycopg.connect(url, autocommit=True) as conn:
+        valid = index_valid(conn, name)
+        if valid:
+            return False
+        if not owns_vector_table(conn):
+            raise OwnerRequired(
+                f"the index {name} must be built by the owner of ai_posts_embeddings "
+                "(discourse-ai's table): run `sidecar db upgrade --as-owner` with the owner's "
+                "DATABASE_URL, or pipe `sidecar db owner-sql` into psql as the owner "
+                "(docs/deployment.md); search works meanwhile, scanning without the index")
         if build_mem:
             conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (build_mem,))
-        row = conn.execute(
-            "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
-            " WHERE c.relname = %s",
-            (name,),
-        ).fetchone()
-        if row is not None and row[0]:
-            return False
-        if row is not None:
-            drop = sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}")
-            conn.execute(drop.format(sql.Identifier(name)))
+        if valid is not None:
+            conn.execute(drop_invalid(name))
         if kind == "binary" and model.dimensions < BINARY_MIN_DIMS:
             log.warning("binary index for %s: %d bits per vector are too coarse to find the "
                         "nearest posts reliably; SIDECAR_INDEX_KIND=halfvec serves them better",
                         model.name, model.dimensions)
-        if kind == "binary":
-            expr = sql.SQL("(binary_quantize(embeddings)::bit({d})) bit_hamming_ops")
-        else:
-            expr = sql.SQL("(embeddings::halfvec({d})) halfvec_cosine_ops")
         log.info("building index %s", name)
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON ai_posts_embeddings"
-                " USING hnsw ({expr}) WITH (m = {m}, ef_construction = {efc})"
-                " WHERE model_id = {mid} AND strategy_id = {sid}"
-            ).format(
-                name=sql.Identifier(name),
-                expr=expr.format(d=sql.Literal(model.dimensions)),
-                m=sql.Literal(m),
-                efc=sql.Literal(ef_construction),
-                mid=sql.Literal(model.id),
-                sid=sql.Literal(strategy_id),
-            )
-        )
+        conn.execute(index_statement(model, strategy_id, kind, m=m,
+                                     ef_construction=ef_construction))
     return True
+
+
+def owns_vector_table(conn: psycopg.Connection[Any]) -> bool:
+    """True when the connected role may act as the owner of ``ai_posts_embeddings``."""
+    row = conn.cursor(row_factory=tuple_row).execute(
+        "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c"
+        " WHERE c.oid = to_regclass('public.ai_posts_embeddings')").fetchone()
+    return bool(row and row[0])

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from sidecar.db.embeddings import analyze_embeddings, count_embeddings
 from sidecar.db.migrate import forum_owned
 from sidecar.db.vector_index import ensure_index
+from sidecar.errors import OwnerRequired
 from sidecar.ingest.importer import ImportReport, import_dump
 from sidecar.ingest.indexing import BatchResult, Indexer
 from sidecar.keyword import SyncReport
@@ -34,7 +35,7 @@ def load_demo(res: Resources) -> ImportReport | None:
 
     This node's keyword index is then brought up to date (built the first time).
     """
-    with psycopg.connect(res.urls.database_url) as conn:
+    with psycopg.connect(res.conninfo("import")) as conn:
         if not forum_owned(conn):
             log.info("the database holds a real forum: not loading the demo")
             return None
@@ -69,7 +70,10 @@ def backfill_sync(res: Resources, strategy: int, *, progress: bool = True) -> Ba
         if total.embedded:
             analyze_embeddings(conn)
     if stored:
-        ensure_index(res.urls.database_url, res.model, strategy, res.settings.index_kind,
-                     **res.settings.hnsw_build())
+        try:
+            ensure_index(res.conninfo("index"), res.model, strategy, res.settings.index_kind,
+                         **res.settings.hnsw_build())
+        except OwnerRequired as exc:  # search scans without it until the owner builds it
+            log.warning("%s", exc.message)
     sync_keyword(res)
     return total

@@ -31,6 +31,7 @@ from sidecar.errors import ConfigurationError
 from sidecar.ingest.indexing import Indexer
 from sidecar.moderation.auth import ModeratorAuth
 from sidecar.moderation.service import ModerationService
+from sidecar.runtime.dbsession import Purpose, pool_size, session_limits
 from sidecar.runtime.model_loading import (
     load_embedder,
     load_prepared_embedder,
@@ -45,9 +46,6 @@ from sidecar.search.service import SearchService
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-# A pool for resources without models: they enqueue and watch, one query at a time.
-LIGHT_POOL = (1, 2)
 
 
 @dataclass
@@ -136,6 +134,11 @@ class Resources:
         """Why the configured cross-encoder is not loaded, if it is not."""
         return self.loaded_models().reranker_error
 
+    def conninfo(self, purpose: Purpose) -> str:
+        """The database's connection string with a ``purpose``'s name and limits (for the
+        connections made outside the pool: index builds, migrations, imports)."""
+        return session_limits(self.settings, purpose).conninfo(self.urls.database_url)
+
     def model_by_id(self, model_id: int) -> RegisteredModel:
         """A registered model by id (the serving model without a query)."""
         if model_id == self.model.id:
@@ -198,6 +201,7 @@ def start_resources(
     embedder: Embedder | None = None,
     reranker: Reranker | None = None,
     migrate: bool = True,
+    purpose: Purpose = "command",
 ) -> Resources:
     """Start or join the services, migrate, and (``load_models``) load the models.
 
@@ -206,16 +210,19 @@ def start_resources(
     the search built. Without them, ``model_name`` (default: the configured model) is resolved
     from its manifest or the registry, and the pool is small. With ``migrate=False`` (the API's
     workers) the schema is only checked: migrations belong to ``sidecar db upgrade``, run once,
-    not to every process that starts.
+    not to every process that starts. ``purpose`` names the pool's connections and sets their
+    limits and size (:mod:`sidecar.runtime.dbsession`): ``api``, ``worker``, ``backfill``...
     """
     if load_models and model_name is not None:
         raise ValueError("model_name is for resources without models: set embed_model instead")
     urls = resolve_services(settings)
-    info = upgrade(urls.database_url) if migrate else None
+    migrating = session_limits(settings, "migrate").conninfo(urls.database_url)
+    info = upgrade(migrating) if migrate else None
     if not migrate:
-        check_current(urls.database_url)
-    low, high = ((settings.db_pool_min, settings.db_pool_max) if load_models else LIGHT_POOL)
-    db = Database(urls.database_url, min_size=low, max_size=high)
+        check_current(migrating)
+    low, high = pool_size(settings, purpose, load_models=load_models)
+    db = Database(urls.database_url, min_size=low, max_size=high,
+                  limits=session_limits(settings, purpose))
     db.open()
     redis_client = redis.Redis.from_url(urls.redis_url)
     owned: list[Any] = []

@@ -121,6 +121,12 @@ def embedded_redis_url(state_dir: Path) -> str:
     return f"unix://{_HANDLES[key].socket_file}"
 
 
+def resolve_database(settings: Settings) -> str:
+    """The database's URL, starting the embedded PostgreSQL where none is configured."""
+    return settings.database_url or embedded_postgres_url(
+        settings.state_dir, settings.embedded_pg_shared_buffers)
+
+
 def resolve_services(settings: Settings) -> ServiceUrls:
     """The URLs of the database and Redis, starting the embedded ones where none is configured."""
     db_url = settings.database_url or embedded_postgres_url(

@@ -18,7 +18,7 @@ from sidecar.db.moderation import get_review
 from sidecar.db.retrievals import StoredRetrieval, get_retrieval, list_retrievals
 from tests.answer.conftest import DATA
 from tests.answer.ollama_server import OllamaServer
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 PROBES = json.loads((DATA / "demo_private_probes.json").read_text())
@@ -426,7 +426,7 @@ def test_excerpts_are_plain_text_without_quotes(make_client: Callable[..., Any])
                "110 W en continu, un mini PC à 20 W se rembourse en deux ans",
                "why k3s on Pis? overkill for Pi-hole and a wiki"]
     checked = 0
-    with psycopg.connect(client.resources.urls.database_url) as conn:
+    with psycopg.connect(owner_url(client.resources.urls.database_url)) as conn:
         raws = dict(conn.execute("SELECT id, raw FROM posts").fetchall())
     for query in queries:
         body = retrieve(client, query, limit=12)
@@ -469,7 +469,7 @@ def test_neighbours_are_nearby_public_posts_of_the_same_topic(
 
 @pytest.fixture(scope="module")
 def private_content(answer_state: Any) -> tuple[set[int], set[int]]:
-    with psycopg.connect(answer_state.urls.database_url) as conn:
+    with psycopg.connect(owner_url(answer_state.urls.database_url)) as conn:
         posts = {r[0] for r in conn.execute("""
             SELECT p.id FROM posts p JOIN topics t ON t.id = p.topic_id
             LEFT JOIN categories c ON c.id = t.category_id

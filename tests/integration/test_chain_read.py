@@ -17,7 +17,7 @@ from sidecar.db.chain_read import FeatureReader, detect_schema, post_vectors
 from sidecar.db.evidence_read import post_similarities
 from sidecar.db.migrate import upgrade
 from sidecar.ingest.importer import import_dump
-from tests.conftest import demo_forum
+from tests.conftest import demo_forum, owner_url
 from tests.helpers import category, post, topic, write_dump
 
 # Demo topic 23 (Proxmox Backup Server file restore): accepted answer 147, a reply; topic 15 is
@@ -37,7 +37,7 @@ def chain_forum(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, red
 @pytest.fixture
 def conn(chain_forum: Any) -> Iterator[psycopg.Connection[dict[str, Any]]]:
     """A connection whose changes are rolled back after the test."""
-    with psycopg.connect(chain_forum.urls.database_url, row_factory=dict_row) as c:
+    with psycopg.connect(owner_url(chain_forum.urls.database_url), row_factory=dict_row) as c:
         register_vector(c)
         yield c
         c.rollback()

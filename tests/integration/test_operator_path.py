@@ -3,7 +3,9 @@
 1. "Running it for a real forum": the shell block of the README is read and its `sidecar` lines
    are run as written (the worker in the background, as `&` says), in a fresh directory, against
    a PostgreSQL with pgvector and a Redis that are not the sidecar's own (real servers reached
-   by URL, like a forum's); then the API it serves answers a search.
+   by URL, like a forum's), as the least-privilege role the forum's owner made for it
+   (`sidecar db upgrade --as-owner`, the SQL of `sidecar db grants`); then the API it serves
+   answers a search, and `sidecar db check-grants` finds nothing missing and nothing more.
 2. `sidecar run` (what `make run` runs) answers the README's "A tour" (its search, retrieve and
    sanitize calls, as written, with the answers the README shows) and starts a worker beside the
    API: a signed Discourse webhook delivery for a new public post makes it searchable, and
@@ -29,7 +31,7 @@ import pytest
 from sidecar.bench.e2e_part import free_port
 from sidecar.bench.procs import wait_healthy
 from sidecar.runtime.bootstrap import demo_dir
-from tests.conftest import drop_database, new_database
+from tests.conftest import drop_database, new_database, owner_url, sidecar_url
 from tests.helpers import add_post, discourse_delivery, sidecar_command
 
 pytestmark = pytest.mark.slow
@@ -146,15 +148,19 @@ def test_the_readme_production_commands_answer_a_search(
             commands.append(line)
     assert [c.split()[1] for c in commands] == ["db", "worker", "backfill", "keyword",
                                               "calibrate", "serve"]
-    # The URLs and the key of this test in place of the README's examples; nothing else.
-    exports.update(DATABASE_URL=forum_db, REDIS_URL=redis_url, SIDECAR_API_KEY=KEY)
-    port = free_port()
-    env = _clean_env(**exports, SIDECAR_PORT=str(port), SIDECAR_WORKERS="1")
     home = tmp_path / "fresh"  # a fresh directory: no .sidecar/, no model yet
     home.mkdir()
-    # The forum's own data, here the demo forum imported into that database.
-    subprocess.run([*sidecar_command(), "import", str(demo_dir())], env=env, cwd=home,
-                   check=True, capture_output=True, timeout=600)
+    # The forum's own data, here the demo forum imported into that database by its owner, who
+    # then makes the sidecar's role (docs/deployment.md, "A least-privilege role").
+    owner = _clean_env(DATABASE_URL=owner_url(forum_db), REDIS_URL=redis_url)
+    for argv in (["import", str(demo_dir())], ["db", "upgrade", "--as-owner", "--role",
+                                                 "sidecar"]):
+        subprocess.run([*sidecar_command(), *argv], env=owner, cwd=home, check=True,
+                       capture_output=True, timeout=600)
+    # The URLs and the key of this test in place of the README's examples; nothing else.
+    exports.update(DATABASE_URL=sidecar_url(forum_db), REDIS_URL=redis_url, SIDECAR_API_KEY=KEY)
+    port = free_port()
+    env = _clean_env(**exports, SIDECAR_PORT=str(port), SIDECAR_WORKERS="1")
     background: list[subprocess.Popen[Any]] = []
     try:
         for command in commands:
@@ -180,6 +186,10 @@ def test_the_readme_production_commands_answer_a_search(
         assert results[0]["ranks"]["semantic"] is not None  # the backfill embedded the forum
     finally:
         outputs = [_stop(proc) for proc in reversed(background)]
+    checked = subprocess.run([*sidecar_command(), "db", "check-grants"], env=env, cwd=home,
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout
+    assert json.loads(checked.stdout)["role"] == "sidecar"
     # The model was prepared once, in the fresh directory, and no embedded server was started.
     state = home / ".sidecar"
     assert (state / "models" / "all-minilm-l6-v2" / "manifest.json").is_file()

@@ -8,6 +8,8 @@ D body). The sidecar must treat the database as someone else's.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -132,5 +134,80 @@ def test_the_sidecar_embeds_and_searches_a_forum_it_does_not_own(
     finally:
         res.close()
     # Not a column, an index or a row of the forum's tables changed.
+    assert _forum_schema(db_url) == schema
+    assert _forum_rows(db_url) == rows
+
+
+def _discourse_ai(url: str) -> None:
+    """discourse-ai's registry and vectors' table, made by the forum's owner, with a vector of
+    its own (of the staff-only post: discourse-ai embeds read-restricted categories)."""
+    with psycopg.connect(url) as conn:
+        conn.execute("""
+            CREATE EXTENSION IF NOT EXISTS vector;
+            CREATE TABLE embedding_definitions (id bigserial PRIMARY KEY,
+                display_name varchar NOT NULL, dimensions int NOT NULL, api_key varchar);
+            INSERT INTO embedding_definitions (display_name, dimensions, api_key)
+            VALUES ('bge-large-en', 3, 'SECRET-KEY');
+            CREATE TABLE ai_posts_embeddings (post_id bigint NOT NULL, model_id bigint NOT NULL,
+                model_version int NOT NULL, strategy_id int NOT NULL,
+                strategy_version int NOT NULL, digest text NOT NULL, embeddings halfvec NOT NULL,
+                created_at timestamp(6) NOT NULL, updated_at timestamp(6) NOT NULL);
+            CREATE UNIQUE INDEX index_ai_posts_embeddings_on_model_strategy_post
+                ON ai_posts_embeddings (model_id, strategy_id, post_id);
+            INSERT INTO ai_posts_embeddings
+            VALUES (5, 1, 1, 1, 1, 'digest', '[1,0,0]', now(), now());
+        """)
+
+
+def test_beside_discourse_ai_the_role_shares_its_table_and_its_owner_builds_the_index(
+    db_url: str, redis_url: str, tmp_path: Path, minilm: Any
+) -> None:
+    from jobs import driver
+    from jobs.batch import run_sync
+    from sidecar.db.grants_check import check_grants
+    from sidecar.db.owner import IndexBuild, owner_steps
+    from sidecar.db.vector_index import index_name, index_valid
+    from sidecar.runtime.bootstrap import sync_keyword
+    from tests.conftest import sidecar_url
+    from tests.helpers import sidecar_command
+
+    _discourse_forum(db_url)
+    _discourse_ai(db_url)
+    schema, rows = _forum_schema(db_url), _forum_rows(db_url)
+    role = sidecar_url(db_url)
+    assert upgrade(role)["forum_owned"] is False  # the role's own schema, nothing of theirs
+    with psycopg.connect(role) as conn:
+        report = check_grants(conn)
+        assert report.ok, report.as_dict()
+        assert any("discourse-ai's" in n for n in report.notes)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT api_key FROM embedding_definitions")
+    res = start_resources(make_settings(tmp_path, role, redis_url), embedder=minilm)
+    try:
+        assert res.model.id >= 100_001  # far from discourse-ai's definitions
+        run = run_sync(res, driver.start_run(res, enqueue=False).id)
+        assert (run.stop_reason, run.done) == ("done", 2)
+        assert run.index_status and run.index_status.startswith("waiting for the table's owner")
+        sync_keyword(res)
+        results, _ = res.search.search("how much tubeless sealant per tyre", 5,
+                                       SearchOptions(mode=Mode.SEMANTIC))
+        assert [r.post.topic_id for r in results] == [1]  # an exact scan meanwhile
+        name = index_name(res.model.id, 1, "halfvec")
+        with psycopg.connect(role, row_factory=psycopg.rows.dict_row) as conn:
+            steps = owner_steps(conn, IndexBuild())
+        assert any(name in s and "CONCURRENTLY" in s for s in steps), steps
+        # The owner's part, run once by a superuser: `sidecar db upgrade --as-owner`.
+        done = subprocess.run([*sidecar_command(), "db", "upgrade", "--as-owner", "--role",
+                               "sidecar"], env={**os.environ, "DATABASE_URL": db_url},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        with psycopg.connect(role, row_factory=psycopg.rows.dict_row) as conn:
+            assert index_valid(conn, name) is True
+            assert owner_steps(conn, IndexBuild()) == []
+    finally:
+        res.close()
+    with psycopg.connect(db_url) as conn:  # discourse-ai's own vector is untouched
+        assert conn.execute("SELECT post_id, digest FROM ai_posts_embeddings"
+                            " WHERE model_id = 1").fetchall() == [(5, "digest")]
     assert _forum_schema(db_url) == schema
     assert _forum_rows(db_url) == rows

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from sidecar.related.cache import forum_cache
+from tests.conftest import owner_url
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PROBES = json.loads((DATA / "demo_private_probes.json").read_text())
@@ -21,7 +22,7 @@ def ids(demo_state: Any) -> dict[str, Any]:
     """The demo's topics: public ones (by the one filter), private ones by kind, canaries."""
     from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 
-    with psycopg.connect(demo_state.urls.database_url) as conn:
+    with psycopg.connect(owner_url(demo_state.urls.database_url)) as conn:
         public = {r[0] for r in conn.execute(
             f"SELECT DISTINCT p.topic_id FROM posts p {PUBLIC_JOINS} WHERE {PUBLIC_WHERE}")}
         every = {r[0] for r in conn.execute("SELECT id FROM topics")}

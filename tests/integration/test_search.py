@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.conftest import owner_url
 from tests.helpers import demo_queries
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -26,7 +27,7 @@ def search(client: Any, auth: dict[str, str], query: str, **extra: Any) -> dict[
 @pytest.fixture(scope="module")
 def private_ids(demo_state: Any) -> tuple[set[int], set[int], list[str]]:
     """Ids of every non-public post and topic of the demo, and the canary words."""
-    with psycopg.connect(demo_state.urls.database_url) as conn:
+    with psycopg.connect(owner_url(demo_state.urls.database_url)) as conn:
         posts = {r[0] for r in conn.execute("""
             SELECT p.id FROM posts p JOIN topics t ON t.id = p.topic_id
             LEFT JOIN categories c ON c.id = t.category_id

@@ -18,7 +18,7 @@ from jobs import driver
 from jobs.batch import run_sync
 from models import DummyEmbedder
 from sidecar.runtime.resources import Resources
-from tests.conftest import make_settings
+from tests.conftest import import_demo, make_settings, sidecar_url
 
 # Small batches so that the demo forum (~250 public posts) makes a run of many batches.
 JOB_SETTINGS: dict[str, Any] = {
@@ -31,13 +31,16 @@ JOB_SETTINGS: dict[str, Any] = {
 
 def start_state(tmp_path: Path, db_url: str, redis_url: str, embedder: Any,
                 **overrides: Any) -> Resources:
-    """Resources over a fresh database holding the demo forum (not embedded yet)."""
-    from sidecar.runtime.bootstrap import load_demo
+    """Resources over a fresh database holding the demo forum (not embedded yet), as the
+    sidecar's least-privilege role (``db_url`` stays the owner's: the forum's writer)."""
+    from sidecar.runtime.bootstrap import sync_keyword
     from sidecar.runtime.resources import start_resources
 
     settings = make_settings(tmp_path, db_url, redis_url, **{**JOB_SETTINGS, **overrides})
-    res = start_resources(settings, embedder=embedder)
-    load_demo(res)
+    import_demo(db_url, settings.ts_config)
+    settings = settings.model_copy(update={"database_url": sidecar_url(db_url)})
+    res = start_resources(settings, embedder=embedder, purpose="worker")
+    sync_keyword(res)
     return res
 
 

@@ -14,6 +14,7 @@ from jobs.queues import all_queues
 from models import DummyEmbedder
 from sidecar.db.vector_index import index_name
 from sidecar.runtime.resources import Resources
+from tests.conftest import owner_url
 from tests.jobs.conftest import (
     private_post_ids,
     public_post_ids,
@@ -39,7 +40,7 @@ def test_a_queued_run_embeds_every_public_post_once_then_builds_the_index(
     dummy_res: Resources,
 ) -> None:
     demo_res = dummy_res
-    url = demo_res.urls.database_url
+    url = owner_url(demo_res.urls.database_url)
     public, private = public_post_ids(url), private_post_ids(url)
     assert public and private
     run = driver.start_run(demo_res)
@@ -70,7 +71,7 @@ def test_a_queued_run_embeds_every_public_post_once_then_builds_the_index(
 
 def test_batches_go_newest_topic_first(dummy_res: Resources) -> None:
     demo_res = dummy_res
-    url = demo_res.urls.database_url
+    url = owner_url(demo_res.urls.database_url)
     run = driver.start_run(demo_res, budget=5)
     from jobs.planner import plan_run
 
@@ -87,7 +88,7 @@ def test_batches_go_newest_topic_first(dummy_res: Resources) -> None:
 
 def test_budget_stops_the_run_and_the_next_run_takes_the_rest(dummy_res: Resources) -> None:
     demo_res = dummy_res
-    url = demo_res.urls.database_url
+    url = owner_url(demo_res.urls.database_url)
     public = public_post_ids(url)
     first = driver.start_run(demo_res, budget=40)
     work(demo_res)
@@ -119,7 +120,7 @@ def test_a_run_past_its_deadline_takes_no_more_batches(dummy_res: Resources) -> 
     run = run_record(dummy_res, run.id)
     assert (run.status, run.stop_reason) == ("finished", "deadline")
     assert run.done == 0 and run.remaining == run.budgeted > 0
-    assert vector_rows(dummy_res.urls.database_url, dummy_res.model.id) == []
+    assert vector_rows(owner_url(dummy_res.urls.database_url), dummy_res.model.id) == []
     with dummy_res.db.connection() as conn:
         states = {r["state"] for r in conn.execute(
             "SELECT state FROM sidecar_backfill_batches WHERE run_id = %s", (run.id,))}
@@ -129,7 +130,7 @@ def test_a_run_past_its_deadline_takes_no_more_batches(dummy_res: Resources) -> 
 def test_drift_sweep_enqueues_only_changed_posts_and_remembers_unchanged_ones(
     dummy_res: Resources,
 ) -> None:
-    url = dummy_res.urls.database_url
+    url = owner_url(dummy_res.urls.database_url)
     base = run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
     assert base.stop_reason == "done" and base.done > 20
     before = dict(vector_rows(url, dummy_res.model.id))
@@ -167,7 +168,7 @@ def test_drift_sweep_enqueues_only_changed_posts_and_remembers_unchanged_ones(
 def test_a_new_model_version_re_embeds_older_rows_after_missing_ones(
     dummy_res: Resources,
 ) -> None:
-    url = dummy_res.urls.database_url
+    url = owner_url(dummy_res.urls.database_url)
     run_sync(dummy_res, driver.start_run(dummy_res, enqueue=False).id)
     with psycopg.connect(url) as conn:
         conn.execute("UPDATE ai_posts_embeddings SET model_version = 0 WHERE post_id IN"
@@ -196,7 +197,7 @@ def test_strategy_two_beside_strategy_one_and_search_picks_either(
     res = start_state(tmp_path, db_url, redis_url, DummyEmbedder(dimensions=32),
                       index_kind=kind, backfill_batch_size=64)
     try:
-        url = res.urls.database_url
+        url = owner_url(res.urls.database_url)
         for strategy in (1, 2):
             driver.start_run(res, strategy=strategy)
             work(res)

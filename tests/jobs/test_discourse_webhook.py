@@ -25,7 +25,7 @@ from jobs import queues
 from sidecar.errors import ServiceUnavailable
 from sidecar.runtime.bootstrap import backfill_sync
 from sidecar.runtime.resources import Resources
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 from tests.helpers import add_post, discourse_delivery
 from tests.jobs.conftest import public_post_ids, vector_rows, work
 
@@ -92,7 +92,7 @@ def test_a_signed_post_created_makes_a_public_post_searchable(demo_res: Resource
     backfill_sync(demo_res, 1, progress=False)  # the forum embedded with MiniLM
     forum = with_secret(demo_res)
     api = create_app(forum.settings, forum).test_client()
-    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    post = add_post(owner_url(forum.urls.database_url), PUBLIC_TOPIC, ANSWER)
     assert post["id"] not in search_post_ids(api)
     resp = deliver(api, "post_created", post_payload(post))
     assert resp.status_code == 202, resp.json
@@ -105,14 +105,14 @@ def test_a_signed_post_created_makes_a_public_post_searchable(demo_res: Resource
 @pytest.mark.parametrize("topic_sql", [PM_TOPIC, RESTRICTED_TOPIC],
                          ids=["private-message", "restricted-category"])
 def test_a_private_post_embeds_nothing(api: Any, forum: Resources, topic_sql: str) -> None:
-    before = vector_rows(forum.urls.database_url, forum.model.id)
-    post = add_post(forum.urls.database_url, topic_sql, ANSWER)
+    before = vector_rows(owner_url(forum.urls.database_url), forum.model.id)
+    post = add_post(owner_url(forum.urls.database_url), topic_sql, ANSWER)
     # Even a payload that claims the post is a regular public one: the database decides.
     resp = deliver(api, "post_created", post_payload(post))
     assert resp.status_code == 202
     assert (resp.json["queued_posts"], resp.json["job_ids"]) == (0, [])
     work(forum)
-    assert vector_rows(forum.urls.database_url, forum.model.id) == before
+    assert vector_rows(owner_url(forum.urls.database_url), forum.model.id) == before
 
 
 def test_signatures_are_checked(api: Any, forum: Resources) -> None:
@@ -138,7 +138,7 @@ def test_a_delivery_is_applied_once_across_api_nodes_whatever_its_event_id(
     from sidecar.api.app import create_app
 
     other_node = create_app(forum.settings, forum).test_client()
-    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    post = add_post(owner_url(forum.urls.database_url), PUBLIC_TOPIC, ANSWER)
     first = deliver(api, "post_edited", post_payload(post), event_id=4242)
     again = deliver(other_node, "post_edited", post_payload(post), event_id=4242)
     assert first.status_code == 202 and first.json["status"] == "applied"
@@ -174,7 +174,7 @@ def test_a_replayed_body_under_another_event_name_or_id_changes_nothing(
 ) -> None:
     """Fault: someone who saw one signed delivery sends its body again, under every post event
     name and new event ids. The post stays searchable and nothing new is queued."""
-    url = forum.urls.database_url
+    url = owner_url(forum.urls.database_url)
     post = add_post(url, PUBLIC_TOPIC, ANSWER)
     assert vector_rows(url, forum.model.id) == []
     with psycopg.connect(url) as conn:
@@ -222,7 +222,7 @@ def test_a_replayed_body_under_another_event_name_or_id_changes_nothing(
 
 
 def test_a_post_goes_only_when_the_database_says_so(api: Any, forum: Resources) -> None:
-    url = forum.urls.database_url
+    url = owner_url(forum.urls.database_url)
     post = add_post(url, PUBLIC_TOPIC, ANSWER)
     assert deliver(api, "post_created", post_payload(post)).status_code == 202
     work(forum)
@@ -239,7 +239,7 @@ def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
 ) -> None:
     from sidecar.api import routes_discourse
 
-    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    post = add_post(owner_url(forum.urls.database_url), PUBLIC_TOPIC, ANSWER)
 
     def down(*args: Any, **kwargs: Any) -> Any:
         raise ServiceUnavailable("the database is not reachable right now")
@@ -255,9 +255,10 @@ def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(
 def test_events_map_to_the_index_events(api: Any, forum: Resources) -> None:
     from sidecar.ingest.indexing import Indexer
 
-    gone = min(public_post_ids(forum.urls.database_url))
+    gone = min(public_post_ids(owner_url(forum.urls.database_url)))
     assert Indexer(forum.db, forum.embedder, forum.model).embed_posts([gone]).embedded == 1
-    with psycopg.connect(forum.urls.database_url) as conn:  # what the database says counts
+    # what the database says counts
+    with psycopg.connect(owner_url(forum.urls.database_url)) as conn:
         conn.execute("UPDATE posts SET hidden = true WHERE id = %s", (gone,))
     destroyed = deliver(api, "post_destroyed", {"post": {"id": gone}})
     assert destroyed.json["event"] == "post_deleted" and destroyed.json["vectors_removed"] == 1
@@ -317,7 +318,7 @@ def test_a_short_secret_is_refused() -> None:
 def test_the_webhook_has_its_own_body_limit(api: Any, forum: Resources) -> None:
     from sidecar.api.app import create_app
 
-    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    post = add_post(owner_url(forum.urls.database_url), PUBLIC_TOPIC, ANSWER)
     payload = post_payload(post)
     payload["post"]["cooked"] = "<p>" + "A long post. " * 40_000 + "</p>"  # ~520 KB
     assert forum.settings.max_request_bytes < 600_000 < forum.settings.discourse_webhook_max_bytes

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from sidecar.runtime.resources import Resources
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 from tests.jobs.conftest import public_post_ids, run_record, vector_rows, work
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -23,11 +23,11 @@ def api(indexed: Resources) -> Any:
 
 
 def _digests(res: Resources) -> dict[int, str]:
-    return dict(vector_rows(res.urls.database_url, res.model.id))
+    return dict(vector_rows(owner_url(res.urls.database_url), res.model.id))
 
 
 def _sql(res: Resources, query: str, *params: Any) -> list[Any]:
-    with psycopg.connect(res.urls.database_url) as conn:
+    with psycopg.connect(owner_url(res.urls.database_url)) as conn:
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description else []
 
@@ -152,7 +152,7 @@ def test_category_rename_and_restriction(api: Any, indexed: Resources) -> None:
     body = _event(api, "category_changed", [category])
     assert body["vectors_removed"] == len(in_category)
     assert not in_category & set(_digests(indexed))
-    assert set(_digests(indexed)) == public_post_ids(indexed.urls.database_url)
+    assert set(_digests(indexed)) == public_post_ids(owner_url(indexed.urls.database_url))
 
 
 @pytest.mark.parametrize(("body", "status"), [

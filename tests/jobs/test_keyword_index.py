@@ -29,7 +29,7 @@ from sidecar.keyword.leg import _postings
 from sidecar.keyword.store import TEXT_FIELDS
 from sidecar.runtime.resources import Resources
 from sidecar.search.service import SearchOptions
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 from tests.jobs.conftest import public_post_ids
 
 # The served limit on a plain question's words (SIDECAR_KEYWORD_MAX_WORDS' default).
@@ -42,7 +42,7 @@ NEW_POST = 900_001
 
 
 def _sql(res: Resources, query: str, *params: Any) -> list[Any]:
-    with psycopg.connect(res.urls.database_url) as conn:
+    with psycopg.connect(owner_url(res.urls.database_url)) as conn:
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description else []
 
@@ -82,7 +82,7 @@ def _public_topic(res: Resources) -> int:
 
 def _write_post(res: Resources, post_id: int, topic_id: int, text: str) -> None:
     """Create or edit a post the way the forum does: the row, then its search data."""
-    with psycopg.connect(res.urls.database_url) as conn:
+    with psycopg.connect(owner_url(res.urls.database_url)) as conn:
         conn.execute(
             "INSERT INTO posts (id, topic_id, post_number, raw, cooked, created_at, updated_at,"
             " last_version_at) VALUES (%s, %s, 900, %s, %s, now(), now(), now())"
@@ -112,10 +112,11 @@ def test_statistics_and_documents_are_of_public_posts_only(dummy_res: Resources)
     index = dummy_res.search.keyword
     searcher = index.searcher()
     assert searcher is not None
-    with psycopg.connect(dummy_res.urls.database_url) as conn:
+    with psycopg.connect(owner_url(dummy_res.urls.database_url)) as conn:
         with_data = {r[0] for r in conn.execute(
             "SELECT post_id FROM post_search_data WHERE search_data IS NOT NULL")}
-    assert searcher.num_docs == len(public_post_ids(dummy_res.urls.database_url) & with_data)
+    public = public_post_ids(owner_url(dummy_res.urls.database_url))
+    assert searcher.num_docs == len(public & with_data)
     canaries = sorted({c for probe in PROBES for c in probe["canaries"]})
     for canary in canaries:
         lexeme = _lexeme(dummy_res, canary)
@@ -126,7 +127,7 @@ def test_statistics_and_documents_are_of_public_posts_only(dummy_res: Resources)
         assert not _found(dummy_res, canary)
     for probe in PROBES:
         hits = _hits(dummy_res, index, probe["query"])
-        assert {h.post_id for h in hits} <= public_post_ids(dummy_res.urls.database_url)
+        assert {h.post_id for h in hits} <= public_post_ids(owner_url(dummy_res.urls.database_url))
 
 
 def test_created_edited_deleted_posts_follow_their_events(api: Any, dummy_res: Resources
@@ -206,7 +207,7 @@ def test_the_public_filter_applies_at_query_time(dummy_res: Resources) -> None:
 def test_the_index_matches_what_postgresql_matches(dummy_res: Resources, query: str) -> None:
     """With operators, the posts ``search_data @@ tsquery`` finds (phrases at PostgreSQL's
     distances); a plain question, the posts holding any of its lexemes."""
-    public = public_post_ids(dummy_res.urls.database_url)
+    public = public_post_ids(owner_url(dummy_res.urls.database_url))
     with dummy_res.db.connection() as conn:
         tsquery, relaxed = keyword_tsquery(conn, dummy_res.settings.ts_config, query)
     if relaxed:
@@ -265,7 +266,7 @@ def test_two_nodes_converge(api: Any, dummy_res: Resources, tmp_path: Path) -> N
     node_b.sync()  # built from the forum
     _write_post(dummy_res, NEW_POST, _public_topic(dummy_res), "capybaranebula relay")
     _event(api, "post_created", [NEW_POST])
-    hidden = sorted(public_post_ids(dummy_res.urls.database_url))[3]
+    hidden = sorted(public_post_ids(owner_url(dummy_res.urls.database_url)))[3]
     _sql(dummy_res, "UPDATE posts SET hidden = true WHERE id = %s", hidden)
     _event(api, "post_hidden", [hidden])
     for node in (node_a, node_b):

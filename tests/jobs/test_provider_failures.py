@@ -15,6 +15,7 @@ from jobs.batch import run_sync
 from jobs.queues import queue
 from jobs.runs import change_status
 from models import DummyEmbedder
+from tests.conftest import owner_url
 from tests.jobs.conftest import (
     FailingEmbedder,
     public_post_ids,
@@ -46,7 +47,7 @@ def test_terminal_errors_pause_the_run_then_resume_finishes_it(
         # It stopped at the threshold instead of burning through every batch.
         assert failing.calls == pause_after
         assert run.done == run.failed == 0 and run.remaining == run.budgeted > 0
-        assert vector_rows(res.urls.database_url, res.model.id) == []
+        assert vector_rows(owner_url(res.urls.database_url), res.model.id) == []
 
         # The key is fixed; the operator resumes.
         res.loaded_models().embedder = healthy
@@ -56,7 +57,7 @@ def test_terminal_errors_pause_the_run_then_resume_finishes_it(
         work(res)
         run = run_record(res, run.id)
         assert (run.status, run.stop_reason, run.failed) == ("finished", "done", 0)
-        assert run.done == run.budgeted == len(public_post_ids(res.urls.database_url))
+        assert run.done == run.budgeted == len(public_post_ids(owner_url(res.urls.database_url)))
         assert run.consecutive_errors == 0
     finally:
         res.close()

@@ -11,7 +11,7 @@ import pytest
 
 from sidecar.related.cache import forum_cache, ttl_for
 from sidecar.runtime.resources import Resources
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 from tests.jobs.conftest import work
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -26,7 +26,7 @@ def api(indexed: Resources) -> Any:
 
 
 def _sql(res: Resources, query: str, *params: Any) -> list[Any]:
-    with psycopg.connect(res.urls.database_url) as conn:
+    with psycopg.connect(owner_url(res.urls.database_url)) as conn:
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description else []
 

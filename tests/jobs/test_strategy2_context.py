@@ -20,7 +20,7 @@ from jobs.batch import run_sync
 from sidecar.db.forum_read import post_sources
 from sidecar.db.stale import stale_candidates
 from sidecar.runtime.resources import Resources
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 from tests.jobs.conftest import public_post_ids, vector_rows, work
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -35,7 +35,7 @@ def indexed2(dummy_res: Resources) -> Iterator[Resources]:
 
 
 def _sql(res: Resources, query: str, *params: Any) -> list[Any]:
-    with psycopg.connect(res.urls.database_url) as conn:
+    with psycopg.connect(owner_url(res.urls.database_url)) as conn:
         cur = conn.execute(query, params)
         return cur.fetchall() if cur.description else []
 
@@ -43,7 +43,7 @@ def _sql(res: Resources, query: str, *params: Any) -> list[Any]:
 def _reply_with_parent(res: Resources) -> tuple[int, int, int]:
     """(reply id, parent id, opening post id): a public reply to a public post other than the
     opening post, in a topic whose opening post is public."""
-    public = public_post_ids(res.urls.database_url)
+    public = public_post_ids(owner_url(res.urls.database_url))
     rows = _sql(res, """
         SELECT r.id, par.id, op.id FROM posts r
         JOIN posts par ON par.topic_id = r.topic_id AND par.post_number = r.reply_to_post_number
@@ -73,7 +73,7 @@ def test_excerpts_come_only_from_public_posts(dummy_res: Resources, change: str)
 
 
 def _digest2(res: Resources, post_id: int) -> str | None:
-    return dict(vector_rows(res.urls.database_url, res.model.id, 2)).get(post_id)
+    return dict(vector_rows(owner_url(res.urls.database_url), res.model.id, 2)).get(post_id)
 
 
 @pytest.mark.parametrize(("event", "change"), [

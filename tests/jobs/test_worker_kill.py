@@ -26,7 +26,7 @@ from jobs.planner import plan_run
 from jobs.queues import queue
 from sidecar.db.vector_index import index_name
 from sidecar.runtime.resources import Resources
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 from tests.jobs.conftest import (
     private_post_ids,
     public_post_ids,
@@ -113,7 +113,7 @@ def test_sigkill_mid_batch_then_restart_leaves_one_row_per_public_post(
 ) -> None:
     res = start_state(tmp_path, db_url, redis_url, minilm, backfill_batch_size=8)
     try:
-        url = res.urls.database_url
+        url = owner_url(res.urls.database_url)
         public, private = public_post_ids(url), private_post_ids(url)
         run = driver.start_run(res, enqueue=False)
         plan_run(res, run.id)
@@ -173,7 +173,7 @@ def test_sigkill_mid_batch_then_restart_leaves_one_row_per_public_post(
 def _events_on_a_live_worker(res: Resources, worker: Any) -> None:
     from sidecar.api.app import create_app
 
-    url = res.urls.database_url
+    url = owner_url(res.urls.database_url)
     api = create_app(res.settings, res).test_client()
     before = dict(vector_rows(url, res.model.id))
     edited, deleted = sorted(before)[10], sorted(before)[20]

@@ -13,7 +13,7 @@ import pytest
 from psycopg.types.json import Jsonb
 from pydantic import SecretStr
 
-from tests.conftest import demo_forum
+from tests.conftest import demo_forum, owner_url
 
 MODERATOR_KEY = "mod-key-9f8e7d6c5b4a"
 CE = "cross-encoder:mmarco-tiny"
@@ -77,7 +77,7 @@ def disabled_app(mod_state: Any) -> Any:
 @pytest.fixture
 def clean_retrievals(mod_state: Any) -> Iterator[str]:
     """An empty retrieval log (and its labels) for the test; the database URL."""
-    url = mod_state.urls.database_url
+    url = owner_url(mod_state.urls.database_url)
     with psycopg.connect(url) as conn:
         conn.execute("DELETE FROM sidecar_retrievals")
     yield url

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import API_KEY
+from tests.conftest import API_KEY, owner_url
 from tests.moderation.conftest import BI, CE, MODERATOR_KEY, add_retrieval
 
 LIST = "/v1/moderation/retrievals"
@@ -163,7 +163,7 @@ def test_label_store_replace_and_validate(
     item = mod_client.get(f"{LIST}/{rid}", headers=api_auth).json
     assert item["label"]["label"] == "correct_abstention"
 
-    with psycopg.connect(mod_state.urls.database_url) as conn:
+    with psycopg.connect(owner_url(mod_state.urls.database_url)) as conn:
         private_topic = conn.execute(
             "SELECT t.id FROM topics t JOIN categories c ON c.id = t.category_id"
             " WHERE c.read_restricted LIMIT 1").fetchone()[0]

@@ -1,5 +1,8 @@
 -- Embeddings, compatible with discourse-ai's ai_posts_embeddings (created only if absent: on a
 -- forum that runs discourse-ai the table already exists and we write rows under our own model ids).
+-- Creating it if absent needs only CREATE on the schema; its indexes need its owner: where
+-- discourse-ai made it, the sidecar's role is not, and the owner adds what is missing
+-- (`sidecar db upgrade --as-owner`, or `sidecar db owner-sql`; sidecar/db/owner.py).
 
 CREATE TABLE IF NOT EXISTS ai_posts_embeddings (
   post_id          bigint       NOT NULL,
@@ -12,11 +15,16 @@ CREATE TABLE IF NOT EXISTS ai_posts_embeddings (
   created_at       timestamp(6) NOT NULL,
   updated_at       timestamp(6) NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS index_ai_posts_embeddings_on_model_strategy_post
-  ON ai_posts_embeddings (model_id, strategy_id, post_id);
--- The backfill joins on (post_id, model_id); discourse-ai learnt this in PR #1513.
-CREATE INDEX IF NOT EXISTS sidecar_ai_posts_embeddings_post_model
-  ON ai_posts_embeddings (post_id, model_id);
+DO $$ BEGIN
+  IF pg_has_role((SELECT relowner FROM pg_class WHERE oid = 'ai_posts_embeddings'::regclass),
+                 'USAGE') THEN
+    CREATE UNIQUE INDEX IF NOT EXISTS index_ai_posts_embeddings_on_model_strategy_post
+      ON ai_posts_embeddings (model_id, strategy_id, post_id);
+    -- The backfill joins on (post_id, model_id); discourse-ai learnt this in PR #1513.
+    CREATE INDEX IF NOT EXISTS sidecar_ai_posts_embeddings_post_model
+      ON ai_posts_embeddings (post_id, model_id);
+  END IF;
+END $$;
 
 -- Our registry of embedding models. Ids start far above discourse-ai's embedding_definitions ids
 -- so that both can share ai_posts_embeddings without colliding.

@@ -5,5 +5,11 @@
 -- 2.5x slower that way (docs/performance.md). MAIN keeps the vector inline while the row fits
 -- a page (up to ~4,000 dims, the registry's limit) and moves it out only as a last resort.
 -- Only the layout of rows written from now on changes (a re-embed or VACUUM FULL moves old
--- ones). A catalog change, no rewrite: the lock is brief.
-ALTER TABLE ai_posts_embeddings ALTER COLUMN embeddings SET STORAGE MAIN;
+-- ones). A catalog change, no rewrite: the lock is brief. Only on the sidecar's own table:
+-- discourse-ai's keeps the layout discourse-ai chose.
+DO $$ BEGIN
+  IF pg_has_role((SELECT relowner FROM pg_class WHERE oid = 'ai_posts_embeddings'::regclass),
+                 'USAGE') THEN
+    ALTER TABLE ai_posts_embeddings ALTER COLUMN embeddings SET STORAGE MAIN;
+  END IF;
+END $$;

@@ -1,0 +1,202 @@
+"""What the sidecar's database role may do on a live forum, as one map and the SQL that grants it.
+
+The sidecar reads a few columns of Discourse's tables, owns its own tables (``sidecar_*``, and
+``ai_posts_embeddings`` where discourse-ai has not created it) and writes nothing else. This
+module is the one statement of that: :data:`FORUM_READS` names every Discourse table and column
+a query of ``sidecar/db/`` reads, :func:`grant_statements` turns it into the SQL of
+``sidecar db grants`` (column-level ``GRANT SELECT``), and :mod:`sidecar.db.grants_check` compares
+a role's rights with it (``sidecar db check-grants``). The integration tests run as a role made
+by that SQL, so a query that reads a column missing here fails the suite: PostgreSQL refuses it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from sidecar.errors import InvalidInput
+
+# The sidecar's model ids start here (migration sidecar/0001): discourse-ai's
+# embedding_definitions ids stay far below, so both share ai_posts_embeddings.
+SIDECAR_MODEL_IDS_FROM = 100_001
+DEFAULT_ROLE = "sidecar"
+VECTOR_TABLE = "ai_posts_embeddings"
+# discourse-ai's registry of models: where it exists, ai_posts_embeddings is discourse-ai's.
+DISCOURSE_AI_MARKER = "embedding_definitions"
+_ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class ForumRead:
+    """A Discourse table and the columns the sidecar's queries read from it."""
+
+    table: str
+    columns: tuple[str, ...]
+    why: str
+    # Where the table may be absent (a plugin's, or one a minimal forum lacks): granted only
+    # where it exists, and only its columns that exist.
+    optional: str | None = None
+
+
+FORUM_READS: tuple[ForumRead, ...] = (
+    ForumRead("posts", (
+        "id", "topic_id", "post_number", "user_id", "raw", "cooked", "post_type", "hidden",
+        "hidden_at", "user_deleted", "deleted_at", "created_at", "updated_at",
+        "reply_to_post_number", "like_count", "reply_count"),
+        "the posts embedded and shown, the public filter, the links' features"),
+    ForumRead("topics", (
+        "id", "title", "slug", "category_id", "archetype", "visible", "closed", "archived",
+        "deleted_at", "created_at", "updated_at", "bumped_at", "last_posted_at", "like_count"),
+        "titles and links, the public filter, newest topics first, the rerank chain's boosts"),
+    ForumRead("categories", (
+        "id", "name", "parent_category_id", "read_restricted", "search_priority",
+        "updated_at"),
+        "read restrictions at any depth, the category in the embedded text"),
+    ForumRead("tags", ("id", "name"), "tag names in the embedded text"),
+    ForumRead("topic_tags", ("topic_id", "tag_id"), "the topic's tags"),
+    ForumRead("tag_group_memberships", ("tag_id", "tag_group_id"),
+              "staff-only tags are never embedded"),
+    ForumRead("tag_group_permissions", ("tag_group_id", "group_id"),
+              "staff-only tags are never embedded"),
+    ForumRead("post_search_data", ("post_id", "search_data"),
+              "the keyword index reads Discourse's own search documents"),
+    ForumRead("users", ("id", "admin", "moderator"),
+              "a reply by staff, for the linked post (no name, no e-mail)"),
+    ForumRead("search_logs", ("term", "search_result_id", "search_result_type"),
+              "`sidecar tune`: members' searches and clicks (never user ids or IPs)",
+              optional="Discourse's search log"),
+    ForumRead("topic_custom_fields", ("id", "topic_id", "name", "value"),
+              "accepted answers as older discourse-solved versions stored them",
+              optional="discourse-solved before 2025"),
+    ForumRead("discourse_solved_solved_topics", ("id", "topic_id", "answer_post_id"),
+              "accepted answers (discourse-solved)", optional="discourse-solved"),
+    ForumRead(DISCOURSE_AI_MARKER, ("id",),
+              "`sidecar db check-grants`: discourse-ai's model ids stay below the sidecar's",
+              optional="discourse-ai"),
+)
+READS: dict[str, ForumRead] = {read.table: read for read in FORUM_READS}
+
+
+def is_sidecar_table(name: str) -> bool:
+    """A table the sidecar creates and owns (``ai_posts_embeddings`` is decided apart)."""
+    return name.startswith("sidecar_")
+
+
+def check_role(role: str) -> str:
+    """The role name, when it is a plain lower-case identifier (it is pasted into SQL)."""
+    if not _ROLE.match(role):
+        raise InvalidInput(f"not a plain role name (lower-case letters, digits, _): {role!r}")
+    return role
+
+
+def _columns(read: ForumRead) -> str:
+    return ", ".join(read.columns)
+
+
+def _optional_grant(read: ForumRead, role: str) -> str:
+    # Only the columns that exist: the table may be absent, or of an older shape.
+    wanted = ", ".join(f"'{c}'" for c in read.columns)
+    return (
+        f"DO $$ DECLARE cols text; BEGIN\n"
+        f"  SELECT string_agg(quote_ident(attname), ', ') INTO cols FROM pg_attribute\n"
+        f"  WHERE attrelid = to_regclass('public.{read.table}') AND attnum > 0\n"
+        f"    AND NOT attisdropped AND attname = ANY (ARRAY[{wanted}]);\n"
+        f"  IF cols IS NOT NULL THEN\n"
+        f"    EXECUTE format('GRANT SELECT (%s) ON public.{read.table} TO \"{role}\"', cols);\n"
+        f"  END IF;\n"
+        f"END $$"
+    )
+
+
+def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
+    """(comment, statement) pairs: the role and its rights, idempotent, to run as a superuser.
+
+    Every statement runs in one transaction (no ``CONCURRENTLY`` here).
+    """
+    r = check_role(role)
+    steps: list[tuple[str, str]] = [
+        ("the role: it logs in, and is nothing more",
+         f"DO $$ BEGIN\n  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{r}') THEN\n"
+         f"    CREATE ROLE \"{r}\" LOGIN;\n  END IF;\nEND $$"),
+        ("", f'ALTER ROLE "{r}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION'
+             " NOBYPASSRLS"),
+        ("a safety net for any session of the role (the sidecar sets tighter limits itself)",
+         f"ALTER ROLE \"{r}\" SET statement_timeout = '10min'"),
+        ("", f"ALTER ROLE \"{r}\" SET lock_timeout = '30s'"),
+        ("", f"ALTER ROLE \"{r}\" SET idle_in_transaction_session_timeout = '10min'"),
+        ("pgvector >= 0.7 (bundled with Discourse's images)",
+         "CREATE EXTENSION IF NOT EXISTS vector"),
+        ("connect, and create the sidecar's own tables in the schema",
+         f"DO $$ BEGIN\n  EXECUTE format('GRANT CONNECT ON DATABASE %I TO \"{r}\"',"
+         " current_database());\nEND $$"),
+        ("", f'GRANT USAGE, CREATE ON SCHEMA public TO "{r}"'),
+        ("nothing of the forum but what follows: earlier grants on its tables are taken back",
+         "DO $$ DECLARE t record; BEGIN\n"
+         "  FOR t IN SELECT c.relname FROM pg_class c\n"
+         "      JOIN pg_namespace n ON n.oid = c.relnamespace\n"
+         "      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')\n"
+         f"        AND c.relname NOT LIKE 'sidecar\\_%' AND c.relowner <> '{r}'::regrole\n"
+         f"  LOOP\n    EXECUTE format('REVOKE ALL ON public.%I FROM \"{r}\"', t.relname);\n"
+         "  END LOOP;\nEND $$"),
+    ]
+    for read in FORUM_READS:
+        if read.optional is None:
+            steps.append((f"{read.table}: {read.why}",
+                          f'GRANT SELECT ({_columns(read)}) ON public.{read.table} TO "{r}"'))
+        else:
+            steps.append((f"{read.table} ({read.optional}, where it exists): {read.why}",
+                          _optional_grant(read, r)))
+    steps += [
+        (f"{VECTOR_TABLE}: discourse-ai's where it made it (the sidecar then reads and writes"
+         " its own models' rows), else the sidecar's own",
+         f"DO $$ BEGIN\n  IF to_regclass('public.{VECTOR_TABLE}') IS NOT NULL THEN\n"
+         f"    IF to_regclass('public.{DISCOURSE_AI_MARKER}') IS NOT NULL THEN\n"
+         f"      GRANT SELECT, INSERT, UPDATE, DELETE ON public.{VECTOR_TABLE} TO \"{r}\";\n"
+         f"    ELSE\n      ALTER TABLE public.{VECTOR_TABLE} OWNER TO \"{r}\";\n    END IF;\n"
+         "  END IF;\nEND $$"),
+        ("the sidecar's own tables, made earlier under another role, become the role's",
+         "DO $$ DECLARE t record; BEGIN\n"
+         "  FOR t IN SELECT c.relname, c.relkind FROM pg_class c\n"
+         "      JOIN pg_namespace n ON n.oid = c.relnamespace\n"
+         "      WHERE n.nspname = 'public' AND c.relname LIKE 'sidecar\\_%'\n"
+         f"        AND c.relkind IN ('r', 'p', 'S') AND c.relowner <> '{r}'::regrole\n"
+         "        AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass\n"
+         "                        AND d.objid = c.oid AND d.deptype IN ('a', 'i'))\n"
+         "  LOOP\n"
+         "    EXECUTE format('ALTER %s public.%I OWNER TO \"" + r + "\"',\n"
+         "                   CASE t.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,"
+         " t.relname);\n"
+         "  END LOOP;\nEND $$"),
+    ]
+    return steps
+
+
+def grants_script(role: str = DEFAULT_ROLE) -> str:
+    """The SQL ``sidecar db grants`` prints: one transaction, for psql as a superuser."""
+    r = check_role(role)
+    lines = [
+        f"-- forum-rag-sidecar: the least-privilege role \"{r}\" (`sidecar db grants`).",
+        "-- Run it as a superuser (postgres) in the forum's database, e.g.",
+        "--   psql -v ON_ERROR_STOP=1 -d discourse -f grants.sql",
+        "-- It is idempotent: run it again after upgrading the sidecar. Then give the role a",
+        f"-- password once: \\password {r}",
+        "-- Optional: GRANT pg_monitor TO the role lets the backfill see every session's state",
+        "-- and the replication lag (it also shows other sessions' query texts).",
+        "BEGIN;",
+    ]
+    for comment, statement in grant_statements(r):
+        if comment:
+            lines.append(f"-- {comment}")
+        lines.append(f"{statement};")
+    lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"
+
+
+def apply_grants(conn: psycopg.Connection[Any], role: str = DEFAULT_ROLE) -> None:
+    """Run :func:`grant_statements` on ``conn`` (a superuser's), in one transaction."""
+    with conn.transaction():
+        for _, statement in grant_statements(role):
+            conn.execute(statement.encode())

@@ -1,0 +1,50 @@
+"""The backfill yields to a busy forum database, says so, and goes on once it is quiet."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs import driver
+from jobs.backoff import DatabaseBusy
+from jobs.batch import run_sync
+from models import DummyEmbedder
+from sidecar.db.backfill_runs import RunStatus
+from tests.jobs.conftest import run_record, start_state
+
+# Any connection at all is "too many": the limit every test database passes.
+BUSY = {"backfill_max_connections_pct": 0.001, "backfill_busy_check_s": 0.05,
+        "backfill_busy_max_wait_s": 0.2}
+
+
+def test_a_busy_database_holds_the_run_and_says_why(tmp_path: Path, db_url: str,
+                                                    redis_client: Any, redis_url: str) -> None:
+    res = start_state(tmp_path, db_url, redis_url, DummyEmbedder(dimensions=32), **BUSY)
+    try:
+        run = driver.start_run(res, enqueue=False)
+        with pytest.raises(DatabaseBusy, match="connections in use"):
+            run_sync(res, run.id)
+        held = run_record(res, run.id)
+        assert held.status == RunStatus.PLANNING and held.budgeted == 0  # nothing planned
+        assert held.waiting_since is not None and "connections in use" in held.waiting_reason
+        assert held.as_dict()["waiting_reason"] == held.waiting_reason
+        # What Prometheus reads from the API meanwhile.
+        from sidecar.api.app import create_app
+
+        metrics = create_app(res.settings, res).test_client().get("/metrics").get_data(
+            as_text=True)
+        assert f'sidecar_backfill_waiting_seconds{{model="{res.model.name}",strategy="1"}}' \
+            in metrics
+        assert f'sidecar_backfill_run_state{{model="{res.model.name}",state="planning",' \
+               f'strategy="1"}} 1.0' in metrics
+        # Quiet again (the limits lifted): the same run plans, embeds, and stops waiting.
+        quiet = dataclasses.replace(res, settings=res.settings.model_copy(
+            update={"backfill_max_connections_pct": 0.0}))
+        done = run_sync(quiet, run.id)
+        assert (done.status, done.stop_reason) == (RunStatus.FINISHED, "done")
+        assert done.done > 0 and done.waiting_since is None and done.waiting_reason is None
+    finally:
+        res.close()
