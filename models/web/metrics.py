@@ -12,6 +12,7 @@ import os
 
 from flask import Flask, Response, request
 from prometheus_client import CollectorRegistry, Counter, generate_latest, multiprocess
+from prometheus_client.registry import Collector
 
 # Seconds, from a cache hit (1 ms) to a slow rerank on a busy CPU (30 s).
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -31,8 +32,16 @@ class AppMetrics:
     def __init__(self, requests_metric: str, *, multiprocess: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.multiprocess = multiprocess
+        # Collectors read at scrape time (the state of a database, of files): in multiprocess
+        # mode they join the merged registry, answered by whichever worker is scraped.
+        self.scraped: list[Collector] = []
         self.requests = Counter(requests_metric, "HTTP requests by route and status",
                                 ["route", "status"], registry=self.registry)
+
+    def add_scraped(self, collector: Collector) -> None:
+        """Register a collector read at each scrape, in this registry and the merged one."""
+        self.registry.register(collector)
+        self.scraped.append(collector)
 
     def bind(self, app: Flask) -> None:
         """Count every response of ``app`` (errors and unknown URLs included)."""
@@ -48,6 +57,8 @@ class AppMetrics:
         if self.multiprocess and os.environ.get(MULTIPROC_ENV):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
+            for collector in self.scraped:
+                registry.register(collector)
             return generate_latest(registry)
         return generate_latest(self.registry)
 

@@ -14,6 +14,7 @@ from flask import Flask, Response, current_app, request
 from pydantic import BaseModel
 
 from sidecar.api.metrics import Metrics
+from sidecar.api.metrics_state import StateCollector
 from sidecar.runtime.resources import Resources
 
 M = TypeVar("M", bound=BaseModel)
@@ -26,6 +27,7 @@ def init_app(app: Flask, res: Resources) -> None:
     """Attach ``res`` and a fresh set of metrics to ``app`` (the metrics time every request)."""
     app.extensions[_RESOURCES] = res
     metrics = Metrics()
+    metrics.add_scraped(StateCollector(lambda: resources_of(app)))
     app.extensions[_METRICS] = metrics
     metrics.bind(app)
 
