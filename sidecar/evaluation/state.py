@@ -201,7 +201,7 @@ def prepare_state(
         t0 = time.perf_counter()
         for kind in sorted(set(index_kinds)):
             for strategy in state.fingerprints:
-                ensure_index(res.urls.database_url, res.model, strategy, kind,
+                ensure_index(res.conninfo("index"), res.model, strategy, kind,
                              **res.settings.hnsw_build())
         timings["index_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
