@@ -123,8 +123,10 @@ def give_up_batch(res: Resources, run_id: int, seq: int, exc: BaseException | No
             release_batch(conn, run_id, seq, job_id)
             return
         if fail_batch(conn, run_id, seq, message):
-            # Terminal errors were counted when raised; the others count once given up.
-            counts = exc is None or classify(exc) is not Failure.TERMINAL
+            # Terminal errors were counted when raised; the others count once given up, but a
+            # busy database is the forum's business, never a reason to pause the run.
+            counts = exc is None or (classify(exc) is not Failure.TERMINAL
+                                     and not isinstance(exc, backoff.DatabaseBusy))
             record_error(conn, run_id, message, counts=counts,
                          pause_after=res.settings.backfill_pause_after_errors)
 

@@ -87,6 +87,7 @@ class DatabaseTimeout(ServiceUnavailable):
     or one of its tables is locked): the sidecar gave up instead of waiting."""
 
     code = "database_timeout"
+    transient = True  # retried later it may well succeed (jobs.errors.classify reads this)
 
 
 class ConfigurationError(SidecarError):

@@ -48,3 +48,25 @@ def test_a_busy_database_holds_the_run_and_says_why(tmp_path: Path, db_url: str,
         assert done.done > 0 and done.waiting_since is None and done.waiting_reason is None
     finally:
         res.close()
+
+
+def test_batches_given_up_to_a_busy_database_never_pause_the_run(dummy_res: Any) -> None:
+    from jobs import planner
+    from jobs.batch import give_up_batch
+    from jobs.runs import change_status
+
+    def give_up_three(exc: Exception) -> Any:
+        run = driver.start_run(dummy_res, enqueue=False)
+        assert planner.plan_run(dummy_res, run.id).status == RunStatus.RUNNING
+        for seq in range(3):  # as many as SIDECAR_BACKFILL_PAUSE_AFTER_ERRORS
+            give_up_batch(dummy_res, run.id, seq, exc, None)
+        return run_record(dummy_res, run.id)
+
+    held = give_up_three(DatabaseBusy("busy for 900 s"))
+    assert (held.status, held.consecutive_errors) == (RunStatus.RUNNING, 0)
+    assert held.failed == 3 * dummy_res.settings.backfill_batch_size
+    with dummy_res.db.connection() as conn:
+        change_status(conn, held.id, "stop")
+    # The same three batches given up to anything else pause the run.
+    other = give_up_three(RuntimeError("the model host answered 500"))
+    assert (other.status, other.consecutive_errors) == (RunStatus.PAUSED, 3)

@@ -16,7 +16,7 @@ from sidecar.db.moderation import upsert_label
 from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.errors import InvalidInput
 from sidecar.tuning.session import run_tune
-from tests.conftest import demo_forum
+from tests.conftest import demo_forum, owner_url
 from tests.helpers import demo_queries
 
 PRIVATE_TOPIC_SQL = """
@@ -51,6 +51,8 @@ def judged_forum(pg_admin_url: str, redis_url: str, minilm: Embedder,
             rows += [("staff only", private["id"], 1),  # a private topic: never a judgement
                      ("someone", 3, 2),  # a user result, not a topic
                      ("no click", None, None)]
+        # Discourse writes its search log: the forum's owner here, never the sidecar's role.
+        with psycopg.connect(owner_url(res.urls.database_url)) as conn:
             for term, result_id, result_type in rows:
                 conn.execute(
                     "INSERT INTO search_logs (term, ip_address, search_result_id, search_type,"
