@@ -15,14 +15,17 @@ from sidecar.config.settings import Settings
 from sidecar.core.backoff import LoadLimits, busy_reason
 from sidecar.db.backfill_runs import set_waiting
 from sidecar.db.load import database_load
+from sidecar.errors import ServiceUnavailable
 from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 
 
-class DatabaseBusy(Exception):
-    """The forum's database stayed busy longer than the backfill waits in one job."""
+class DatabaseBusy(ServiceUnavailable):
+    """The forum's database stayed busy longer than the backfill waits in one job (the command
+    line prints it as one line; a job is retried later)."""
 
+    code = "database_busy"
     transient = True  # jobs.errors.classify: retry later, never a reason to pause
 
 
