@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from sidecar.config.settings import Settings
 
-API_KEY = "test-key-0123456789"
+API_KEY = "test-3747890edd385eecfa3e23c7513fac1c"  # a generated key: weak ones are refused
 
 
 @pytest.fixture(scope="session", autouse=True)

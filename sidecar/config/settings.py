@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sidecar.config.keys import MIN_KEY_CHARS, key_problem
 from sidecar.config.pgconf import check_memory
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
@@ -22,12 +23,9 @@ from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
 # server say whether it knows the configuration.
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 _CHAIN = ChainFlags()  # the rerank chain's defaults (every stage off)
-# The shortest key the sidecar accepts (SIDECAR_API_KEY, SIDECAR_MODERATOR_KEY,
-# SIDECAR_MODEL_HOST_API_KEY): a right key is never refused by the failure throttles
-# (sidecar/moderation/throttle.py), so the key itself must resist guessing. 16 random
-# characters are ~95 bits; `openssl rand -hex 32` (64 characters) is what the deploy files
-# suggest.
-MIN_KEY_CHARS = 16
+# Keys (SIDECAR_API_KEY, SIDECAR_MODERATOR_KEY, SIDECAR_MODEL_HOST_API_KEY) must resist guessing
+# from many clients at once: length and estimated strength, sidecar/config/keys.py.
+__all__ = ["MIN_KEY_CHARS", "Settings", "load_settings"]
 
 
 class Settings(BaseSettings):
@@ -259,10 +257,10 @@ class Settings(BaseSettings):
 
     @field_validator("api_key", "moderator_key", "model_host_api_key")
     @classmethod
-    def _check_key_length(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value().strip()) < MIN_KEY_CHARS:
-            raise ValueError(f"a key needs at least {MIN_KEY_CHARS} characters (a long random "
-                             "string: `openssl rand -hex 32`)")
+    def _check_key_strength(cls, value: SecretStr | None) -> SecretStr | None:
+        problem = key_problem(value.get_secret_value()) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
