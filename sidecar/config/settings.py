@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     # The webhook's own body limit (SIDECAR_MAX_REQUEST_BYTES is the other routes'): a delivery
     # carries a post's raw and cooked text, and a long post's is well over 256 KB.
     discourse_webhook_max_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    # A delivery that changed nothing (it may have come before the forum's commit, or been read
+    # from a lagging replica) is applied again by the worker this many seconds later; 0: never
+    # (the nightly backfill still removes what is no longer public).
+    discourse_recheck_s: int = Field(default=120, ge=0)
 
     # --- corpus ---------------------------------------------------------------------------
     ts_config: str = "english"
