@@ -284,7 +284,7 @@ def calibration() -> ResponseReturnValue:
     """The calibration report."""
     service = _service()
     return _page("moderation_calibration.html", charts=service.calibration_charts(),
-                 zones=service.zones, configured=_configured())
+                 zones=service.zones, pending=service.pending(), configured=_configured())
 
 
 @pages.app_template_filter("moderation_href")
