@@ -10,7 +10,10 @@ change log, which each node's keyword index applies (sidecar/keyword/).
 An event may also be a mere hint (a Discourse webhook delivery: its body is signed, its event
 name is not): then it only says where to look. The database decides what goes (only what is no
 longer public loses its vectors) and what is queued (only public posts whose vectors are missing,
-outdated or older than their last change), so a hint that changes nothing queues nothing.
+outdated or older than their last change), so a hint that changes nothing queues nothing. Such a
+hint may have come before the forum's commit, or been read from a lagging replica: it is looked
+at again by the worker later (:func:`schedule_recheck`). Whatever the events do, the backfill's
+planning removes the vectors of every post no longer public (:mod:`jobs.planner`).
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from jobs import queues
+from jobs import context, queues
 from jobs.tasks import embed_posts, index_targets, reindex_scope
 from sidecar.core.strategy import STRATEGY_VERSIONS
 from sidecar.db.embeddings import RegisteredModel, delete_embeddings, delete_not_public
@@ -50,6 +53,11 @@ class EventOutcome:
     queued_posts: int = 0
     job_ids: list[str] = field(default_factory=list)
 
+    @property
+    def changed(self) -> bool:
+        """Whether it removed or queued anything."""
+        return bool(self.removed or self.queued_posts or self.job_ids)
+
 
 def stale_in_scope(conn: DictConn, targets: Sequence[tuple[RegisteredModel, int]],
                    scope: Scope, min_chars: int, limit: int | None = None) -> list[int]:
@@ -73,6 +81,30 @@ def apply_event(res: Resources, event: str, ids: Sequence[int], *,
     outcome = _apply(res, event, ids, hint=hint)
     drop_for_event(res.redis, res.settings, res.db, event, outcome.ids)
     return outcome
+
+
+def schedule_recheck(res: Resources, event: str, ids: Sequence[int], token: str) -> int | None:
+    """Apply a hint that changed nothing again, as a hint, ``SIDECAR_DISCOURSE_RECHECK_S``
+    later in the worker; the delay, or None when re-checks are off.
+
+    ``token`` names the delivery: its replays keep one re-check waiting (the job id is theirs),
+    so replaying a body cannot fill the queue.
+    """
+    delay = res.settings.discourse_recheck_s
+    if delay <= 0:
+        return None
+    queues.enqueue(res.redis, res.settings, queues.INDEX, recheck_hint, event, sorted(set(ids)),
+                   job_id=f"recheck-{token}", delay_s=delay,
+                   description=f"{event}: look again at {len(ids)} ids")
+    return delay
+
+
+def recheck_hint(event: str, ids: list[int]) -> dict[str, Any]:
+    """The job of :func:`schedule_recheck`: the hint applied again, the database read now."""
+    res = context.installed() or context.start_from_environment()
+    outcome = apply_event(res, event, ids, hint=True)
+    return {"event": event, "ids": len(ids), "removed": outcome.removed,
+            "queued_posts": outcome.queued_posts, "job_ids": outcome.job_ids}
 
 
 def _apply(res: Resources, event: str, ids: Sequence[int], *, hint: bool) -> EventOutcome:

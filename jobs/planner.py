@@ -1,5 +1,10 @@
 """Planning a run: which posts, in which order, in which batches, within the budget.
 
+Planning first removes the vectors of every post that is no longer public
+(:func:`sweep_not_public`, in batches of ``NOT_PUBLIC_BATCH`` posts, each its own transaction):
+reads filter them out anyway, but they must not stay at rest, whatever the forum's events did (a
+webhook lost, or read before the forum's commit).
+
 Candidates come phase by phase (no vector, older version, drift), newest topics first. Drift
 candidates are only *maybe* changed (their post, topic or category was touched since the last
 check), so the planner sweeps them: it builds their text, compares its digest with the stored
@@ -15,7 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobs import backoff
+from sidecar.db import Database
 from sidecar.db.backfill_runs import Run, RunStatus, get_run, save_plan
+from sidecar.db.embeddings import delete_not_public_after
 from sidecar.db.stale import PHASES, Candidate, Phase, mark_checked
 from sidecar.ingest.indexing import Indexer
 from sidecar.keyword.changes import catch_up
@@ -24,6 +31,7 @@ from sidecar.runtime.resources import Resources
 log = logging.getLogger(__name__)
 
 SWEEP_CHUNK = 256  # drift candidates compared per read
+NOT_PUBLIC_BATCH = 2000  # posts with vectors checked per statement by the removal sweep
 
 
 @dataclass
@@ -91,6 +99,19 @@ def build_plan(indexer: Indexer, candidates: list[Candidate], *, batch_size: int
     return plan
 
 
+def sweep_not_public(db: Database) -> int:
+    """Remove the vectors (every model of the sidecar) of posts no longer public, in batches of
+    ``NOT_PUBLIC_BATCH`` posts by id, each committed alone; returns how many went."""
+    removed, after = 0, 0
+    while True:
+        with db.connection() as conn:
+            gone, last = delete_not_public_after(conn, after, NOT_PUBLIC_BATCH)
+        removed += gone
+        if last is None:
+            return removed
+        after = last
+
+
 def plan_run(res: Resources, run_id: int) -> Run:
     """Plan a run in ``planning`` state and save its batches; other states are left alone."""
     db = res.db
@@ -101,6 +122,7 @@ def plan_run(res: Resources, run_id: int) -> Run:
     backoff.wait_until_quiet(res, run_id)  # planning scans the forum: not while it is busy
     # The keyword indexes' drift sweep: what changed without an event goes to their change log.
     catch_up(db, keep_days=res.settings.keyword_log_days)
+    removed = sweep_not_public(db)
     model = res.model_by_id(run.model_id)
     indexer = res.indexer(model, run.strategy_id)
     candidates = indexer.candidates(min_chars=res.settings.min_post_chars)
@@ -110,8 +132,9 @@ def plan_run(res: Resources, run_id: int) -> Run:
             mark_checked(conn, model, run.strategy_id, ids, read_at)
         saved = save_plan(conn, run_id, plan.batches, phases=plan.phases,
                           swept_unchanged=len(plan.swept_unchanged),
-                          not_planned=plan.not_planned)
+                          not_planned=plan.not_planned, removed_not_public=removed)
     log.info("run #%d planned: %d posts in %d batches (%s; %d unchanged after sweep, %d left "
-             "for later)", run_id, plan.posts, len(plan.batches), plan.phases,
-             len(plan.swept_unchanged), plan.not_planned)
+             "for later; %d vectors of posts no longer public removed)", run_id, plan.posts,
+             len(plan.batches), plan.phases, len(plan.swept_unchanged), plan.not_planned,
+             removed)
     return saved

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import redis
@@ -71,24 +72,24 @@ def enqueue(
     description: str | None = None,
     on_failure: str | Callable[..., Any] | None = None,
     pipeline: Any = None,
+    delay_s: float = 0,
 ) -> Job:
-    """Enqueue ``func(*args)`` with the sidecar's timeout, retries and result lifetimes.
+    """Enqueue ``func(*args)`` with the sidecar's timeout, retries and result lifetimes; with
+    ``delay_s``, scheduled that much later (the worker's scheduler queues it when due).
 
     Redis being unreachable is a 503 for the API (``ServiceUnavailable``), not a 500.
     """
     try:
         target: Any = func  # rq accepts a callable or its dotted path
-        return queue(conn, settings, kind).enqueue(
-            target, *args,
-            job_id=job_id,
-            description=description,
-            job_timeout=settings.job_timeout_s,
-            retry=retry_policy(settings),
-            result_ttl=RESULT_TTL,
-            failure_ttl=FAILURE_TTL,
-            on_failure=Callback(on_failure) if on_failure else None,
-            pipeline=pipeline,
-        )
+        q = queue(conn, settings, kind)
+        options: dict[str, Any] = {
+            "job_id": job_id, "description": description,
+            "job_timeout": settings.job_timeout_s, "retry": retry_policy(settings),
+            "result_ttl": RESULT_TTL, "failure_ttl": FAILURE_TTL,
+            "on_failure": Callback(on_failure) if on_failure else None, "pipeline": pipeline}
+        if delay_s > 0:
+            return q.enqueue_in(timedelta(seconds=delay_s), target, *args, **options)
+        return q.enqueue(target, *args, **options)
     except redis.RedisError as exc:
         raise ServiceUnavailable("the job queue (Redis) is unavailable right now",
                                  internal=str(exc)) from exc

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 
 from sidecar.config.settings import Settings
 
-API_KEY = "test-key-0123456789"
+API_KEY = "test-3747890edd385eecfa3e23c7513fac1c"  # a generated key: weak ones are refused
 SIDECAR_ROLE = "sidecar"
 SIDECAR_PASSWORD = "sidecar-test-password"  # for servers that ask one (SIDECAR_TEST_DATABASE_URL)
 _OWNER: dict[str, str] = {}  # the server's owner: user and password of pg_admin_url

@@ -10,6 +10,7 @@ cross-encoder together (``/info`` then lists both under ``models``).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import Any, TypeVar
 
@@ -41,11 +42,31 @@ from models.protocols import Embedder, Reranker
 from models.web.auth import request_bearer, token_matches
 
 R = TypeVar("R")
-_OPEN_ENDPOINTS = frozenset({"health", "metrics"})
+
+
+def _local(address: str | None) -> bool:
+    """A client on this machine: loopback, or a unix socket (no address; its file's mode
+    guards it)."""
+    if not address:
+        return True
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool((mapped or ip).is_loopback)
 
 
 def _authenticate(config: HostConfig) -> None:
-    if config.api_key is None or request.endpoint in _OPEN_ENDPOINTS:
+    # /health is always open (load balancers); /metrics to this machine only, else with the
+    # key: its counters tell who calls the host and how much, and it is no one else's business.
+    endpoint = request.endpoint
+    if endpoint == "health" or (endpoint == "metrics" and _local(request.remote_addr)):
+        return
+    if config.api_key is None:
+        if endpoint == "metrics":
+            raise HostError(403, "forbidden", "/metrics answers this machine only while no "
+                            "key is set: set SIDECAR_MODEL_HOST_API_KEY and send it")
         return
     if not token_matches(request_bearer(), config.api_key):
         raise HostError(401, "unauthorized", "missing or wrong API key (Authorization: Bearer)")

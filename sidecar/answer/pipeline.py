@@ -203,9 +203,11 @@ class RetrievalPipeline:
         )
 
     def retrieve(
-        self, turns: Sequence[Turn], limit: int | None = None, locale: str | None = None
+        self, turns: Sequence[Turn], limit: int | None = None, locale: str | None = None,
+        asker: str | None = None,
     ) -> RetrievalOutcome:
-        """Run the pipeline for a conversation whose last turn is the member's; store the row."""
+        """Run the pipeline for a conversation whose last turn is the member's; store the row
+        (with ``asker``, the forum's opaque id of who asked, which the calibration counts)."""
         limit = limit or self.settings.retrieve_limit
         trace = Trace()
         with trace.step("gate") as detail:
@@ -217,7 +219,7 @@ class RetrievalPipeline:
             outcome = self._gated(gate, trace)
         else:
             outcome = self._search(turns, limit, gate, trace)
-        self._store(outcome, turns, locale)
+        self._store(outcome, turns, locale, asker)
         return outcome
 
     # --- stages -------------------------------------------------------------------------
@@ -388,7 +390,8 @@ class RetrievalPipeline:
                                        around))
         return items
 
-    def _store(self, outcome: RetrievalOutcome, turns: Sequence[Turn], locale: str | None) -> None:
+    def _store(self, outcome: RetrievalOutcome, turns: Sequence[Turn], locale: str | None,
+               asker: str | None) -> None:
         row = RetrievalRow(
             id=outcome.retrieval_id,
             conversation=[{"role": t.role, "content": t.content} for t in turns],
@@ -398,7 +401,7 @@ class RetrievalPipeline:
             scorer=outcome.scorer, top_score=outcome.top_score,
             scores=[e["score"] for e in outcome.evidence],
             evidence=outcome.evidence, candidates=outcome.candidates,
-            trace=outcome.trace.as_list(),
+            trace=outcome.trace.as_list(), asker=asker,
         )
         with self.res.db.connection() as conn:
             insert_retrieval(conn, row)

@@ -5,17 +5,24 @@ hidden from both legs, through the same steps as ``POST /v1/retrieve`` (wide sea
 a cross-encoder is configured, zone score); the scores go to the pure calibration
 (:mod:`sidecar.core.answerability`). Nothing is stored but the thresholds, in the search
 profile, which every API node reads at start-up.
+
+The members' questions are read through :mod:`sidecar.core.zone_guard` (a few per asker,
+near-duplicates once, enough askers), and a calibration that would move a threshold past its
+bound is returned with its ``problems``: the caller records it as pending instead of serving
+it. The opening posts are drawn with a random seed unless one is given (recorded either way).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+import numpy as np
 from tqdm import tqdm
 
 from sidecar.answer.pipeline import Assessment, PipelineResources, RetrievalPipeline
@@ -26,14 +33,27 @@ from sidecar.core.answerability import (
     top_keyword,
 )
 from sidecar.core.trace import Trace
+from sidecar.core.zone_guard import (
+    WINDOW_DAYS,
+    Bounds,
+    MemberQuestion,
+    askers,
+    distinct,
+    move_problems,
+    per_asker,
+)
 from sidecar.db.calibration_read import asked_questions, opening_posts
-from sidecar.search.profile import profile_zones, with_zones, write_profile
+from sidecar.search.profile import profile_zones, with_pending, with_zones, write_profile
 
 log = logging.getLogger(__name__)
 
 DEFAULT_QUESTIONS = 300
-# Stored questions from which "auto" reads the normal threshold from the members' questions.
+# Distinct questions (after the guards) from which "auto" reads the normal threshold from the
+# members' questions.
 MIN_ASKED = 100
+# Stored questions read, and embedded to find near-duplicates, per question wanted.
+READ_PER_QUESTION = 20
+EMBED_PER_QUESTION = 10
 Basis = Literal["auto", "opening_posts", "asked"]
 
 
@@ -56,6 +76,9 @@ class CalibrationRun:
     keyword: list[float] = field(default_factory=list)  # the keyword leg's best, per score
     unscored: int = 0
     before: dict[str, float] = field(default_factory=dict)
+    askers: int = 0  # distinct askers behind the members' questions read
+    # Why it moves past its bound (empty: within it): then it is pending, not served.
+    problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON report (``sidecar calibrate --json``)."""
@@ -63,8 +86,9 @@ class CalibrationRun:
         return {"scorer": c.scorer, "abstain": c.abstain, "normal": c.normal,
                 "abstain_pct": c.abstain_pct, "normal_pct": c.normal_pct,
                 "questions": c.questions, "basis": c.basis, "asked": c.asked,
+                "askers": self.askers, "seed": c.seed,
                 "unscored": self.unscored, "created_at": c.created_at,
-                "quantiles": list(c.quantiles),
+                "quantiles": list(c.quantiles), "problems": self.problems,
                 "before": self.before, "seconds": round(self.seconds, 1)}
 
 
@@ -93,26 +117,65 @@ def _check(assessed: Assessment) -> None:
                          f"{assessed.rerank_error}")
 
 
-def calibrate_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTIONS, seed: int = 0,
-                    abstain_pct: float = 10.0, normal_pct: float = 80.0,
-                    basis: Basis = "auto", progress: bool = True) -> CalibrationRun:
+def member_questions(res: CalibrationResources, stored: Sequence[MemberQuestion],
+                     wanted: int) -> list[MemberQuestion]:
+    """Up to ``wanted`` of the stored questions, newest first, with at most a few per asker
+    and near-duplicates once (cosine of the serving model's query vectors)."""
+    capped = per_asker(stored)[:wanted * EMBED_PER_QUESTION]
+    if not capped:
+        return []
+    vectors = np.asarray(res.search.embedder.embed([q.text for q in capped], kind="query"),
+                         dtype=np.float64)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return [capped[i] for i in distinct(vectors)][:wanted]
+
+
+def _members(res: CalibrationResources, stored: Sequence[MemberQuestion], wanted: int,
+             basis: Basis) -> tuple[list[MemberQuestion], int]:
+    """The members' questions the normal threshold is read from (none: the opening posts'),
+    and how many askers they come from; ValueError when ``basis`` "asked" cannot be met."""
+    members = member_questions(res, stored, wanted)
+    count = askers(members)
+    need = res.settings.calibration_min_askers
+    if basis == "asked":
+        if not members:
+            raise ValueError("no stored question to read the normal threshold from: the "
+                             "forum's members have not asked through /v1/retrieve yet")
+        if count < need:
+            raise ValueError(f"the members' questions come from {count} askers (retrievals "
+                             f"without an asker id are one); at least {need} are needed "
+                             "(SIDECAR_CALIBRATION_MIN_ASKERS)")
+    elif len(members) < MIN_ASKED or count < need:
+        return [], count
+    return members, count
+
+
+def calibrate_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTIONS,
+                    seed: int | None = None, abstain_pct: float = 10.0,
+                    normal_pct: float = 80.0, basis: Basis = "auto",
+                    progress: bool = True) -> CalibrationRun:
     """Ask the forum ``questions`` of its own opening posts, each without its topic, and set
     the zone thresholds of the scorer that answered them (ValueError when too few). With
-    ``basis`` "asked" (or "auto" and at least :data:`MIN_ASKED` of them stored), the normal
-    threshold is read from up to ``questions`` of the questions members asked instead."""
+    ``basis`` "asked" (or "auto" and at least :data:`MIN_ASKED` of them, from enough askers),
+    the normal threshold is read from up to ``questions`` of the questions members asked
+    instead. ``seed`` (random when None) draws the opening posts. The run's ``problems`` say
+    why it moves past its bound from the served calibration."""
     started = time.perf_counter()
     pipeline = res.retrieval()
-    limit = res.settings.retrieve_limit
+    settings = res.settings
+    limit = settings.retrieve_limit
+    seed = secrets.randbits(31) if seed is None else seed  # not predictable from outside
     with res.db.connection() as conn:
         sample = opening_posts(conn, questions, seed)
-        members = asked_questions(conn, questions) if basis != "opening_posts" else []
-    if basis == "asked" and not members:
+        stored = (asked_questions(conn, questions * READ_PER_QUESTION, WINDOW_DAYS)
+                  if basis != "opening_posts" else [])
+    members, asker_count = _members(res, stored, questions, basis) if stored else ([], 0)
+    if basis == "asked" and not stored:
         raise ValueError("no stored question to read the normal threshold from: the forum's "
                          "members have not asked through /v1/retrieve yet")
-    if basis == "auto" and len(members) < MIN_ASKED:
-        members = []
-    asked = ([s for s in asked_scores(pipeline, members, limit, progress=progress)
-              if s is not None] if members else None)
+    asked = ([s for s in asked_scores(pipeline, [q.text for q in members], limit,
+                                      progress=progress) if s is not None]
+             if members else None)
     scores: list[float] = []
     keyword: list[float] = []
     scorer = ""
@@ -128,21 +191,30 @@ def calibrate_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUEST
         scores.append(assessed.top)
         keyword.append(top_keyword(assessed.found.topics))
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    calibration = calibrate(scores, scorer=scorer or f"bi-encoder:{res.model.name}",
-                            created_at=created, abstain_pct=abstain_pct, normal_pct=normal_pct,
-                            asked=asked)
+    scorer = scorer or f"bi-encoder:{res.model.name}"
+    served = profile_zones(settings).get(scorer)
+    approved = served.approved_normal if served is not None else None
+    calibration = calibrate(scores, scorer=scorer, created_at=created, abstain_pct=abstain_pct,
+                            normal_pct=normal_pct, asked=asked, seed=seed,
+                            approved_normal=approved)
+    problems = move_problems(
+        scores, abstain=calibration.abstain, normal=calibration.normal, normal_pct=normal_pct,
+        served=(served.abstain, served.normal) if served is not None else None,
+        approved_normal=approved,
+        bounds=Bounds(settings.calibration_max_move, settings.calibration_max_from_own))
     kind = calibration.scorer.split(":", 1)[0]
-    settings = res.settings
     before = ({"abstain": settings.zone_ce_abstain, "normal": settings.zone_ce_normal}
               if kind == "cross-encoder" else
               {"abstain": settings.zone_cos_abstain, "normal": settings.zone_cos_normal})
     before["share_of_unanswered_normal"] = calibration.share_above(before["normal"])
-    log.info("zones of %s: abstain below %.4f, normal from %.4f (%d questions, %d asked)",
-             calibration.scorer, calibration.abstain, calibration.normal, len(scores),
-             calibration.asked)
+    log.info("zones of %s: abstain below %.4f, normal from %.4f (%d questions, %d asked by %d "
+             "askers, seed %d)", calibration.scorer, calibration.abstain, calibration.normal,
+             len(scores), calibration.asked, asker_count, seed)
+    for problem in problems:
+        log.warning("zones of %s not applied without a person: %s", scorer, problem)
     return CalibrationRun(calibration=calibration, scores=scores, keyword=keyword,
-                          unscored=unscored,
-                          seconds=time.perf_counter() - started, before=before)
+                          unscored=unscored, seconds=time.perf_counter() - started,
+                          before=before, askers=asker_count, problems=problems)
 
 
 def ensure_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTIONS) -> str:
@@ -158,8 +230,13 @@ def ensure_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTION
     except ValueError as exc:
         return f"zones of {scorer}: the settings' thresholds ({exc})"
     path = settings.profile_path()
-    write_profile(path, with_zones(path, run.calibration, model=res.model.name,
-                                   strategy=settings.strategy, settings=settings))
     c = run.calibration
+    if run.problems:
+        write_profile(path, with_pending(path, c, run.problems, model=res.model.name,
+                                         strategy=settings.strategy, settings=settings))
+        return (f"zones of {scorer}: the settings' thresholds (the calibration moved past its "
+                "bound and waits for `sidecar calibrate --approve`)")
+    write_profile(path, with_zones(path, c, model=res.model.name,
+                                   strategy=settings.strategy, settings=settings))
     return (f"zones of {c.scorer}: calibrated on {c.questions} of the forum's own questions "
             f"(abstain below {c.abstain:.3f}, normal from {c.normal:.3f})")

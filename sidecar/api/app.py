@@ -8,7 +8,6 @@ import re
 from flask import Flask, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from models.web.auth import request_bearer
 from sidecar.api import (
     routes_admin,
     routes_discourse,
@@ -20,12 +19,12 @@ from sidecar.api import (
     routes_sanitize,
     routes_search,
 )
-from sidecar.api.auth import check_bearer
+from sidecar.api.auth import ApiKeyGuard, install_guard
 from sidecar.api.context import init_app
 from sidecar.api.errors import register_error_handlers
+from sidecar.config.keys import key_problem
 from sidecar.config.settings import Settings, load_settings
-from sidecar.errors import BadRequest, ConfigurationError, TooManyRequests, Unauthorized
-from sidecar.moderation.throttle import FailureThrottle
+from sidecar.errors import BadRequest, ConfigurationError
 from sidecar.runtime.resources import Resources, start_resources
 
 log = logging.getLogger(__name__)
@@ -70,6 +69,12 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
             "(`make run` generates one for the embedded mode)"
         )
     api_key = settings.api_key.get_secret_value()
+    # Settings copied with another key skip the validators: the keys are checked again here.
+    for name, key in (("SIDECAR_API_KEY", settings.api_key),
+                      ("SIDECAR_MODERATOR_KEY", settings.moderator_key)):
+        problem = key_problem(key.get_secret_value()) if key is not None else None
+        if problem is not None:
+            raise ConfigurationError(f"{name}: {problem}")
     if res is None:
         res = start_resources(settings, migrate=False, purpose="api")
         # A serving process keeps this node's keyword index in sync (and builds it if missing);
@@ -85,7 +90,8 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_app(app, res)
     register_error_handlers(app)
-    throttle = FailureThrottle(res.redis, settings.queue_prefix, "api")
+    guard = ApiKeyGuard(api_key, res.redis, settings.queue_prefix)
+    install_guard(app, guard)
 
     @app.before_request
     def _body_limit() -> None:
@@ -99,14 +105,7 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
         if endpoint in PUBLIC_ENDPOINTS or endpoint.startswith(SELF_AUTHENTICATED_PREFIXES):
             return
         # Unknown URLs are authenticated too, so probing reveals nothing without the key.
-        try:
-            check_bearer(api_key)
-        except Unauthorized:
-            # A wrong key is counted (no key at all is not a guess); the right one never is.
-            if request_bearer() is not None and throttle.failed(request.remote_addr):
-                raise TooManyRequests("too many requests with a wrong API key from this "
-                                      "client; wait a while") from None
-            raise
+        guard.require()
 
     app.before_request(reject_nul_characters)
 

@@ -31,6 +31,10 @@ GRACEFUL_TIMEOUT = 30
 FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
 
 
+# The model host's unix socket: srw-rw---- (owner and group: the sidecar's API and worker).
+SOCKET_UMASK = 0o117
+
+
 def common_options(settings: Settings) -> dict[str, Any]:
     """What every sidecar gunicorn shares, whichever app it serves."""
     return {
@@ -71,16 +75,22 @@ def api_options(settings: Settings, workers: int | None = None) -> dict[str, Any
 def model_host_options(settings: Settings, *, host: str | None = None, port: int | None = None,
                        workers: int = 1, threads: int = 16,
                        access_log: bool = False) -> dict[str, Any]:
-    """The model host (``SIDECAR_MODEL_HOST_HOST``/``PORT`` unless given)."""
+    """The model host (``SIDECAR_MODEL_HOST_HOST``/``PORT`` unless given; a ``unix:/path`` host
+    is the socket itself, no port)."""
+    host = host or settings.model_host_host
     return {
         **common_options(settings),
-        "bind": f"{host or settings.model_host_host}:{port or settings.model_host_port}",
+        "bind": host if host.startswith("unix:") else
+        f"{host}:{port or settings.model_host_port}",
         "workers": workers,
         "threads": threads,
         "timeout": 300,  # a first bge-m3 batch on a slow CPU can take a while
         "keepalive": 30,  # the sidecar keeps its connection to us open
         "accesslog": "-" if access_log else None,
         "proc_name": "sidecar-model-host",
+        # A unix socket counts as loopback (no key needed), so only its owner and group may
+        # connect: gunicorn creates it under this umask (its default, 0, makes it 0777).
+        "umask": SOCKET_UMASK,
     }
 
 

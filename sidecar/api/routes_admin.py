@@ -68,6 +68,8 @@ class RunRecord(ResponseModel):
     phase_outdated: int = Field(exclude=True)
     phase_drift: int = Field(exclude=True)
     swept_unchanged: int
+    removed_not_public: int = Field(
+        description="Vectors of posts no longer public, removed while planning.")
     budgeted: int
     not_planned: int
     done: int

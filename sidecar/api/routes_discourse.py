@@ -8,11 +8,14 @@ The signature covers the body only, as Discourse signs it: the ``X-Discourse-Eve
 ``X-Discourse-Event-Id`` headers are not signed, and anyone who saw one delivery can send its
 body again under another event name or id. So an event is only a hint of where to look (see
 :mod:`jobs.events`): a post loses its vectors only when the database says it is no longer public,
-and only posts whose vectors need work are queued. A delivery is applied at most once per digest
-of its body and the index event its name stands for (a Redis key shared by every API node),
-whatever its event id: a redelivery by Discourse, or a replay, is a ``duplicate`` (``topic_*``
-names are many, ``topic_changed`` is one). Deliveries are snapshots that may
-arrive late or out of order; the database is read when the event is applied. Every signed
+and only posts whose vectors need work are queued. A delivery that changed something is
+remembered once applied, per digest of its body and the index event its name stands for (a
+Redis key shared by every API node), whatever its event id: a redelivery by Discourse, or a
+replay, is then a ``duplicate`` (``topic_*`` names are many, ``topic_changed`` is one). One that
+changed nothing is not remembered (it may have come before the forum's commit, or been read
+from a lagging replica: Discourse's redelivery is applied again) and is looked at again by the
+worker ``SIDECAR_DISCOURSE_RECHECK_S`` later. Deliveries are snapshots that may arrive late or
+out of order; the database is read when the event is applied. Every signed
 delivery gets a 2xx at once (unknown events: ``ignored``), so Discourse neither retries nor
 deactivates the hook. Its bodies may be larger than other routes' (a long post's raw and cooked
 text): ``SIDECAR_DISCOURSE_WEBHOOK_MAX_BYTES`` is its own limit.
@@ -29,7 +32,7 @@ from flask import Blueprint, request
 from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobs.events import apply_event
+from jobs.events import apply_event, schedule_recheck
 from sidecar.api.context import get_resources, respond
 from sidecar.api.openapi import documented
 from sidecar.api.routes_index import IndexEventAccepted
@@ -78,6 +81,8 @@ class WebhookAnswer(ResponseModel):
     vectors_removed: int | None = None
     queued_posts: int | None = None
     job_ids: list[str] | None = None
+    recheck_in_s: int | None = Field(
+        default=None, description="It changed nothing: looked at again this much later.")
 
 
 def check_signature(raw: bytes, header: str, secret: str) -> None:
@@ -90,11 +95,10 @@ def check_signature(raw: bytes, header: str, secret: str) -> None:
         raise Unauthorized("X-Discourse-Event-Signature does not match the body")
 
 
-def delivery_key(prefix: str, event: str, raw: bytes) -> str:
-    """The Redis key of a delivery: a digest of the index event it stands for and of its signed
-    body (never of the unsigned event id, which a replay can change at will)."""
-    digest = hashlib.sha256(event.encode() + b"\n" + raw).hexdigest()
-    return f"{prefix}:discourse-delivery:{digest}"
+def delivery_digest(event: str, raw: bytes) -> str:
+    """What names a delivery: a digest of the index event it stands for and of its signed body
+    (never of the unsigned event id, which a replay can change at will)."""
+    return hashlib.sha256(event.encode() + b"\n" + raw).hexdigest()
 
 
 def index_event(name: str, body: dict[str, Any]) -> tuple[str, list[int]] | None:
@@ -142,13 +146,16 @@ def discourse_webhook() -> ResponseReturnValue:
     if target is None:
         return respond(WebhookAnswer, {"status": "ignored", **answer})
     # One Redis key per (index event, body): every API node sees it.
-    key = delivery_key(res.settings.queue_prefix, target[0], raw)
-    if not res.redis.set(key, "1", nx=True, ex=DEDUP_TTL_S):
+    digest = delivery_digest(target[0], raw)
+    key = f"{res.settings.queue_prefix}:discourse-delivery:{digest}"
+    if res.redis.exists(key):
         return respond(WebhookAnswer, {"status": "duplicate", **answer})
-    try:
-        outcome = apply_event(res, *target, hint=True)
-    except Exception:
-        res.redis.delete(key)  # not applied: Discourse's retry must not be taken for a duplicate
-        raise
+    outcome = apply_event(res, *target, hint=True)
     applied = IndexEventAccepted.of(outcome).model_dump()
+    if outcome.changed:
+        # Remembered once applied, never before: a delivery that failed, or whose process died
+        # midway, is applied again when Discourse redelivers it.
+        res.redis.set(key, "1", ex=DEDUP_TTL_S)
+    else:
+        applied["recheck_in_s"] = schedule_recheck(res, *target, digest)
     return respond(WebhookAnswer, {"status": "applied", **answer, **applied}, 202)

@@ -39,7 +39,13 @@ from sidecar.api.schemas_moderation import (
 )
 from sidecar.core.calibration import LABELS
 from sidecar.errors import ServiceUnavailable, SidecarError, Unauthorized
-from sidecar.moderation.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, ModeratorAuth, Session
+from sidecar.moderation.auth import (
+    SESSION_COOKIE,
+    SESSION_MAX_AGE_S,
+    Attempt,
+    ModeratorAuth,
+    Session,
+)
 from sidecar.moderation.models import LabelRequest, ReviewFilters
 from sidecar.moderation.service import ModerationService, item_json, parse_id
 
@@ -71,11 +77,11 @@ def _api_authenticate() -> None:
     auth = _auth()
     if not auth.enabled:
         raise ServiceUnavailable(DISABLED)
-    token = request_bearer()
-    if token is None or not auth.check_key(token):  # the right key is never throttled
-        if auth.failed(_client()):
-            raise TooManyRequests("too many failed attempts with a wrong moderator key; "
-                                  "wait a while")
+    outcome = auth.attempt(_client(), request_bearer())
+    if outcome is Attempt.THROTTLED:  # a client past its limit: its key was not even compared
+        raise TooManyRequests("too many failed attempts with a wrong moderator key; "
+                              "wait a while")
+    if outcome is Attempt.WRONG:
         raise Unauthorized("send Authorization: Bearer <SIDECAR_MODERATOR_KEY>")
 
 
@@ -195,10 +201,11 @@ def login_post() -> ResponseReturnValue:
     """Check the key; on success set the session cookie and go where the moderator was going."""
     auth = _auth()
     target = _safe_next(request.form.get("next"))
-    if not auth.check_key(request.form.get("key", "")):  # the right key is never throttled
-        if auth.failed(_client()):
-            return _page("moderation_login.html", 429, next=target,
-                         error="too many failed attempts; wait a few minutes")
+    outcome = auth.attempt(_client(), request.form.get("key", ""))
+    if outcome is Attempt.THROTTLED:  # past its limit, this client's key is not compared
+        return _page("moderation_login.html", 429, next=target,
+                     error="too many failed attempts; wait a few minutes")
+    if outcome is Attempt.WRONG:
         return _page("moderation_login.html", 401, next=target, error="wrong moderator key")
     cookie, _session = auth.issue(request.form.get("name", ""))
     response = redirect(target, 303)
@@ -277,7 +284,7 @@ def calibration() -> ResponseReturnValue:
     """The calibration report."""
     service = _service()
     return _page("moderation_calibration.html", charts=service.calibration_charts(),
-                 zones=service.zones, configured=_configured())
+                 zones=service.zones, pending=service.pending(), configured=_configured())
 
 
 @pages.app_template_filter("moderation_href")

@@ -49,6 +49,6 @@ def retrieve() -> ResponseReturnValue:
     """
     body = parse_body(RetrieveRequest)
     turns = [Turn(m.role, m.content) for m in body.messages]
-    outcome = get_resources().retrieval().retrieve(turns, body.limit, body.locale)
+    outcome = get_resources().retrieval().retrieve(turns, body.limit, body.locale, body.asker)
     observe(get_metrics(), outcome)
     return respond(RetrieveResponse, outcome.as_dict())

@@ -205,6 +205,13 @@ class RetrieveRequest(StrictRequest):
         default=None, pattern=r"^[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$", max_length=35,
         description="The member's locale (e.g. fr, en-GB); stored with the retrieval.",
     )
+    asker: str | None = Field(
+        default=None, min_length=16, max_length=128, pattern=r"^[A-Za-z0-9_=.:+/-]+$",
+        description="Who asks, as an opaque id: an HMAC or hash of the member's id (e.g. "
+                    "hex of HMAC-SHA256(forum secret, user id)), never the id itself. Stored "
+                    "with the retrieval: the zone calibration counts at most a few questions "
+                    "per asker (docs/answerability.md).",
+    )
 
     @model_validator(mode="after")
     def _last_is_user(self) -> RetrieveRequest:

@@ -188,9 +188,9 @@ class ScaleRun:
         kw_dir = Path(tempfile.mkdtemp(prefix="scale-keyword-", dir=s.state_dir))
         try:
             t0 = time.perf_counter()
-            rebuild_keyword_index(db, kw_dir)
+            rebuild_keyword_index(db, kw_dir, s.ts_config)
             kw_build = time.perf_counter() - t0
-            index = KeywordIndex(db, kw_dir)
+            index = KeywordIndex(db, kw_dir, s.ts_config)
             texts = self.source.query_texts
             kw_run, self.kw_hits = legs.run_keyword(db, index, s, texts, public, self.post_k,
                                                     warm=len(texts))

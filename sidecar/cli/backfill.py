@@ -45,6 +45,9 @@ def _print_run(run: Any, as_json: bool) -> None:
                    f"{run.swept_unchanged} unchanged)"
                    + (f", budget {run.budget}" if run.budget else "")
                    + (f", {run.not_planned} left for a later run" if run.not_planned else ""))
+        if run.removed_not_public:
+            click.echo(f"  removed   the vectors of posts no longer public: "
+                       f"{run.removed_not_public}")
     click.echo(f"  done      {run.done} embedded, {run.skipped_unchanged} unchanged, "
                f"{run.skipped_gone} gone, {run.failed} failed, {run.remaining} remaining")
     if run.deadline:

@@ -65,7 +65,7 @@ def rebuild(settings: Settings, all_nodes: bool) -> None:
     with _database(settings) as db:
         if all_nodes:
             ask_every_node_to_rebuild(db)
-        index = KeywordIndex(db, settings.state_dir)
+        index = KeywordIndex(db, settings.state_dir, settings.ts_config)
         report = index.rebuild()
         echo_json({"report": report.as_dict(), "index": _status(db, index)})
 
@@ -80,7 +80,7 @@ def sync(settings: Settings) -> None:
 
     with _database(settings) as db:
         logged = catch_up(db, keep_days=settings.keyword_log_days)
-        index = KeywordIndex(db, settings.state_dir)
+        index = KeywordIndex(db, settings.state_dir, settings.ts_config)
         report = index.sync()
         echo_json({"log": logged, "report": report.as_dict() if report else None,
                    "index": _status(db, index)})
@@ -93,4 +93,4 @@ def status(settings: Settings) -> None:
     from sidecar.keyword import KeywordIndex
 
     with _database(settings) as db:
-        echo_json(_status(db, KeywordIndex(db, settings.state_dir)))
+        echo_json(_status(db, KeywordIndex(db, settings.state_dir, settings.ts_config)))

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sidecar.config.keys import MIN_KEY_CHARS, key_problem
 from sidecar.config.pgconf import check_memory
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
@@ -22,12 +23,9 @@ from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
 # server say whether it knows the configuration.
 _TS_CONFIG = re.compile(r"^[a-z_][a-z0-9_]*$")
 _CHAIN = ChainFlags()  # the rerank chain's defaults (every stage off)
-# The shortest key the sidecar accepts (SIDECAR_API_KEY, SIDECAR_MODERATOR_KEY,
-# SIDECAR_MODEL_HOST_API_KEY): a right key is never refused by the failure throttles
-# (sidecar/moderation/throttle.py), so the key itself must resist guessing. 16 random
-# characters are ~95 bits; `openssl rand -hex 32` (64 characters) is what the deploy files
-# suggest.
-MIN_KEY_CHARS = 16
+# Keys (SIDECAR_API_KEY, SIDECAR_MODERATOR_KEY, SIDECAR_MODEL_HOST_API_KEY) must resist guessing
+# from many clients at once: length and estimated strength, sidecar/config/keys.py.
+__all__ = ["MIN_KEY_CHARS", "Settings", "load_settings"]
 
 
 class Settings(BaseSettings):
@@ -93,6 +91,10 @@ class Settings(BaseSettings):
     # The webhook's own body limit (SIDECAR_MAX_REQUEST_BYTES is the other routes'): a delivery
     # carries a post's raw and cooked text, and a long post's is well over 256 KB.
     discourse_webhook_max_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    # A delivery that changed nothing (it may have come before the forum's commit, or been read
+    # from a lagging replica) is applied again by the worker this many seconds later; 0: never
+    # (the nightly backfill still removes what is no longer public).
+    discourse_recheck_s: int = Field(default=120, ge=0)
 
     # --- corpus ---------------------------------------------------------------------------
     ts_config: str = "english"
@@ -242,6 +244,15 @@ class Settings(BaseSettings):
     zone_ce_normal: float = 0.0
     zone_cos_abstain: float = 0.35
     zone_cos_normal: float = 0.55
+    # `sidecar calibrate` (sidecar/core/zone_guard.py): how far one calibration may move a
+    # threshold, in percentage points of the forum's own questions (its opening posts asked
+    # without their topic), from the served calibration, and the normal threshold from the
+    # opening posts' own; past either it is not applied but left for a person to approve.
+    calibration_max_move: float = Field(default=10.0, gt=0, le=100)
+    calibration_max_from_own: float = Field(default=30.0, gt=0, le=100)
+    # Distinct askers (retrievals without an asker id are one) before the normal threshold is
+    # read from the members' questions.
+    calibration_min_askers: int = Field(default=30, ge=1)
     evidence_chars: int = 320
     evidence_neighbours: int = 0
 
@@ -287,10 +298,10 @@ class Settings(BaseSettings):
 
     @field_validator("api_key", "moderator_key", "model_host_api_key")
     @classmethod
-    def _check_key_length(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value().strip()) < MIN_KEY_CHARS:
-            raise ValueError(f"a key needs at least {MIN_KEY_CHARS} characters (a long random "
-                             "string: `openssl rand -hex 32`)")
+    def _check_key_strength(cls, value: SecretStr | None) -> SecretStr | None:
+        problem = key_problem(value.get_secret_value()) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

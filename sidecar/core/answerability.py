@@ -21,7 +21,8 @@ asked enough (``sidecar calibrate --basis asked``), the **normal** threshold is 
 questions its members asked instead, each re-asked without the topic that answered it best:
 held out on three forums, p80 of those held back 73-79% and answered 43-64%
 (docs/answerability.md). The abstain threshold stays on the opening posts: logged questions
-include off-topic ones, which would pull it down.
+include off-topic ones, which would pull it down. What members cannot steer (a few questions per
+asker, near-duplicates once, trimmed scores, a bounded move) is :mod:`sidecar.core.zone_guard`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy.typing as npt
 
 from sidecar.core.evidence import passage
 from sidecar.core.types import Leg, TopicHit
+from sidecar.core.zone_guard import trimmed
 
 # Quantiles kept with a calibration (every 5%): enough to draw its curve and to say how many
 # of the forum's unanswered questions a threshold lets through.
@@ -62,6 +64,10 @@ class ZoneCalibration:
     # members asked (``asked``), each re-asked without the topic that answered it best.
     basis: CalibrationBasis = "opening_posts"
     asked: int = 0  # members' questions behind the normal threshold (basis "asked")
+    seed: int | None = None  # which opening posts were drawn (random per run unless given)
+    # The normal threshold a person approved past the bound (``sidecar calibrate --approve``),
+    # carried forward: later calibrations are held near it instead of the opening posts' own.
+    approved_normal: float | None = None
 
     def share_above(self, threshold: float) -> float:
         """About how many of the forum's unanswered questions score ``threshold`` or more."""
@@ -89,10 +95,12 @@ class ZoneCalibration:
 
 def calibrate(scores: Sequence[float], *, scorer: str, created_at: str,
               abstain_pct: float = 10.0, normal_pct: float = 80.0,
-              asked: Sequence[float] | None = None) -> ZoneCalibration:
+              asked: Sequence[float] | None = None, seed: int | None = None,
+              approved_normal: float | None = None) -> ZoneCalibration:
     """Thresholds from the best scores of the forum's own questions asked without their topic;
     with ``asked`` (the best scores of members' questions re-asked without the topic that
-    answered them best), the normal threshold is read from those instead.
+    answered them best), the normal threshold is read from those instead, trimmed
+    (:func:`sidecar.core.zone_guard.trimmed`: a few extreme scores move nothing).
 
     Raises ValueError with fewer than :data:`MIN_QUESTIONS` finite scores (on either side) or
     bad percentiles, or when the members' questions put normal below abstain.
@@ -100,8 +108,9 @@ def calibrate(scores: Sequence[float], *, scorer: str, created_at: str,
     values = _finite(scores, "to calibrate (a forum with more topics that have a reply)")
     if not 0 <= abstain_pct < normal_pct <= 100:
         raise ValueError("percentiles must satisfy 0 <= abstain < normal <= 100")
-    normal_from = values if asked is None else _finite(asked, "asked to read the normal "
-                                                              "threshold from them")
+    members = None if asked is None else _finite(asked, "asked to read the normal threshold "
+                                                         "from them")
+    normal_from = values if members is None else trimmed(members)
     abstain = round(float(np.percentile(values, abstain_pct)), 6)
     normal = round(float(np.percentile(normal_from, normal_pct)), 6)
     if normal < abstain:
@@ -113,7 +122,8 @@ def calibrate(scores: Sequence[float], *, scorer: str, created_at: str,
         scorer=scorer, abstain=abstain, normal=normal, abstain_pct=abstain_pct,
         normal_pct=normal_pct, questions=len(values), created_at=created_at,
         quantiles=quantiles, basis="opening_posts" if asked is None else "asked",
-        asked=0 if asked is None else len(normal_from))
+        asked=0 if members is None else len(members), seed=seed,
+        approved_normal=approved_normal)
 
 
 def _finite(scores: Sequence[float], what: str) -> npt.NDArray[np.float64]:

@@ -62,6 +62,7 @@ class Run:
     phase_outdated: int
     phase_drift: int
     swept_unchanged: int
+    removed_not_public: int  # vectors of posts no longer public, removed while planning
     budgeted: int
     not_planned: int
     done: int
@@ -177,6 +178,7 @@ def save_plan(
     phases: dict[str, int],
     swept_unchanged: int,
     not_planned: int,
+    removed_not_public: int = 0,
 ) -> Run:
     """Store the planned batches and start the run (or finish it at once when empty)."""
     with conn.cursor() as cur:
@@ -192,11 +194,12 @@ def save_plan(
         conn, Run,
         f"UPDATE sidecar_backfill_runs SET status = %s, stop_reason = %s, phase_missing = %s,"
         f" phase_outdated = %s, phase_drift = %s, swept_unchanged = %s, budgeted = %s,"
-        f" not_planned = %s, started_at = now(), updated_at = now(),"
+        f" not_planned = %s, removed_not_public = %s, started_at = now(), updated_at = now(),"
         f" finished_at = CASE WHEN %s = 'finished' THEN now() END"
         f" WHERE id = %s AND status = 'planning' RETURNING {_COLUMNS}",
         (status, reason, phases.get("missing", 0), phases.get("outdated", 0),
-         phases.get("drift", 0), swept_unchanged, budgeted, not_planned, status, run_id),
+         phases.get("drift", 0), swept_unchanged, budgeted, not_planned, removed_not_public,
+         status, run_id),
     )
     if run is None:
         raise Conflict(f"run #{run_id} is no longer planning")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from sidecar.core.text import html_to_text
+from sidecar.core.zone_guard import MemberQuestion
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, post_is_public
 
@@ -74,12 +75,16 @@ def accepted_answers(conn: DictConn, n: int) -> list[tuple[OpeningPost, int]]:
              int(r["answer_post_id"])) for r in rows]
 
 
-def asked_questions(conn: DictConn, n: int) -> list[str]:
-    """Up to ``n`` distinct questions the forum's members asked (the standalone queries of
-    stored retrievals; the input gate's refusals left out), the most recently asked first."""
+def asked_questions(conn: DictConn, n: int, days: int) -> list[MemberQuestion]:
+    """Up to ``n`` questions the forum's members asked in the last ``days`` days (the
+    standalone queries of stored retrievals; the input gate's refusals left out), each with its
+    asker, the most recently asked first."""
     rows = conn.execute(
-        "SELECT query FROM sidecar_retrievals WHERE query <> '' AND gate_reason IS NULL"
-        " GROUP BY query ORDER BY max(created_at) DESC, query LIMIT %(n)s",
-        {"n": n},
+        "SELECT query, asker, created_at FROM sidecar_retrievals"
+        " WHERE query <> '' AND gate_reason IS NULL"
+        " AND created_at >= now() - make_interval(days => %(days)s)"
+        " ORDER BY created_at DESC, id LIMIT %(n)s",
+        {"n": n, "days": days},
     ).fetchall()
-    return [str(r["query"]) for r in rows]
+    return [MemberQuestion(text=str(r["query"]), asker=r["asker"], asked_at=r["created_at"])
+            for r in rows]

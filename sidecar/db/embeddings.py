@@ -222,6 +222,41 @@ def delete_not_public(
     return cur.rowcount
 
 
+def delete_not_public_after(conn: DictConn, after_post_id: int,
+                            limit: int) -> tuple[int, int | None]:
+    """One batch of the sweep: of the next ``limit`` posts after ``after_post_id`` that have
+    vectors of the sidecar's models, the vectors of those not public now (or gone) are deleted.
+
+    Returns (vectors removed, the batch's last post id; None when no post is left).
+    """
+    row = conn.execute(
+        sql.SQL(
+            """
+            WITH batch AS (
+                SELECT DISTINCT e.post_id FROM ai_posts_embeddings e
+                WHERE e.post_id > %(after)s
+                  AND e.model_id IN (SELECT id FROM sidecar_embedding_models)
+                ORDER BY e.post_id LIMIT %(n)s
+            ), public AS (
+                SELECT p.id FROM posts p {joins}
+                WHERE p.id IN (SELECT post_id FROM batch) AND {public}
+            ), gone AS (
+                DELETE FROM ai_posts_embeddings e
+                WHERE e.post_id IN (SELECT post_id FROM batch)
+                  AND e.post_id NOT IN (SELECT id FROM public)
+                  AND e.model_id IN (SELECT id FROM sidecar_embedding_models)
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM gone) AS removed,
+                   (SELECT max(post_id) FROM batch) AS last
+            """
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        {"after": after_post_id, "n": limit},
+    ).fetchone()
+    assert row is not None
+    return int(row["removed"]), (int(row["last"]) if row["last"] is not None else None)
+
+
 def count_embeddings(conn: DictConn, model: RegisteredModel, strategy_id: int) -> int:
     """Stored vectors of a (model, strategy)."""
     row = conn.execute(

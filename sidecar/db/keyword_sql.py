@@ -17,9 +17,32 @@ from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
 from sidecar.db.pool import DictConn
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, category_subtree
+from sidecar.db.public import PUBLIC_JOINS, PUBLIC_TAG, PUBLIC_WHERE, category_subtree
 
 _PUBLIC = {"joins": sql.SQL(PUBLIC_JOINS), "public": sql.SQL(PUBLIC_WHERE)}
+# A public post's keyword document: Discourse's search data, whose tag weight (C) holds every tag
+# of the topic, staff-only ones included. For a topic with a tag anyone may not see
+# (``PUBLIC_TAG``, the rule of the embedded text), the C weight is made again from its visible
+# tags only, with the forum's text search configuration, as Discourse makes it; other posts keep
+# their search data as it is.
+_DOCUMENTS = sql.SQL(
+    """
+    SELECT d.post_id,
+           CASE WHEN tg.hidden
+                THEN (ts_filter(d.search_data, '{{a,b,d}}')
+                      || setweight(to_tsvector(%(cfg)s::regconfig, coalesce(tg.names, '')), 'C')
+                     )::text
+                ELSE d.search_data::text END AS tsv
+    FROM post_search_data d JOIN posts p ON p.id = d.post_id {joins}
+    LEFT JOIN LATERAL (
+        SELECT bool_or(NOT v.visible) AS hidden,
+               string_agg(v.name, ' ' ORDER BY v.name) FILTER (WHERE v.visible) AS names
+        FROM (SELECT g.name, {public_tag} AS visible FROM topic_tags tt
+              JOIN tags g ON g.id = tt.tag_id WHERE tt.topic_id = p.topic_id) v
+    ) tg ON true
+    WHERE d.search_data IS NOT NULL AND {public}
+    """
+).format(public_tag=sql.SQL(PUBLIC_TAG), **_PUBLIC)
 _LOCK = "LOCK TABLE sidecar_keyword_changes IN SHARE ROW EXCLUSIVE MODE"
 WATERMARK_KEY = "keyword_watermark"  # sidecar_meta: changes before it are in the log
 PRUNED_KEY = "keyword_changes_pruned_to"  # sidecar_meta: the highest log id pruned
@@ -159,29 +182,26 @@ def catch_up(conn: psycopg.Connection[Any], margin: timedelta = CATCH_UP_MARGIN)
     return cur.rowcount
 
 
-def public_documents(conn: DictConn, post_ids: Sequence[int]) -> list[tuple[int, str]]:
-    """(post id, search data as text) of the public posts among ``post_ids``."""
-    rows = conn.execute(
-        sql.SQL("SELECT d.post_id, d.search_data::text AS tsv FROM post_search_data d"
-                " JOIN posts p ON p.id = d.post_id {joins}"
-                " WHERE d.post_id = ANY(%s) AND d.search_data IS NOT NULL AND {public}"
-                ).format(**_PUBLIC),
-        (list(post_ids),),
-    ).fetchall()
+def public_documents(conn: DictConn, post_ids: Sequence[int],
+                     ts_config: str) -> list[tuple[int, str]]:
+    """(post id, keyword document as tsvector text) of the public posts among ``post_ids``:
+    their search data without the tags anyone may not see (``ts_config`` makes the visible
+    tags' lexemes again where a hidden one is left out)."""
+    rows = conn.execute(sql.SQL("{docs} AND d.post_id = ANY(%(ids)s)").format(docs=_DOCUMENTS),
+                        {"ids": list(post_ids), "cfg": ts_config}).fetchall()
     return [(int(r["post_id"]), str(r["tsv"])) for r in rows]
 
 
-def all_public_documents(conn: DictConn, batch: int = 5000) -> Iterator[tuple[int, str]]:
-    """Every public post's (id, search data as text), streamed by a server-side cursor.
+def all_public_documents(conn: DictConn, ts_config: str,
+                         batch: int = 5000) -> Iterator[tuple[int, str]]:
+    """Every public post's (id, keyword document), as :func:`public_documents`, streamed by a
+    server-side cursor.
 
     Run it in a REPEATABLE READ transaction to read one consistent snapshot.
     """
     with conn.cursor(name="sidecar_keyword_documents") as cur:
         cur.itersize = batch
-        cur.execute(
-            sql.SQL("SELECT d.post_id, d.search_data::text AS tsv FROM post_search_data d"
-                    " JOIN posts p ON p.id = d.post_id {joins}"
-                    " WHERE d.search_data IS NOT NULL AND {public}").format(**_PUBLIC))
+        cur.execute(_DOCUMENTS, {"cfg": ts_config})
         for row in cur:
             yield int(row["post_id"]), str(row["tsv"])
 

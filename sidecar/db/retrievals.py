@@ -20,7 +20,7 @@ from sidecar.db.rows import fetch_all, fetch_one
 
 _COLUMNS = sql.SQL(
     "id, created_at, conversation, query, query_source, locale, zone, gate_reason, scorer,"
-    " top_score, scores, evidence, candidates, trace"
+    " top_score, scores, evidence, candidates, trace, asker"
 )
 
 
@@ -45,6 +45,7 @@ class RetrievalRow:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
+    asker: str | None = None  # the forum's opaque id of who asked (migration 0008)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,12 +80,12 @@ def insert_retrieval(conn: DictConn, row: RetrievalRow) -> None:
         """
         INSERT INTO sidecar_retrievals (id, conversation, query, query_source, locale, zone,
                                         gate_reason, scorer, top_score, scores, evidence,
-                                        candidates, trace)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                                        candidates, trace, asker)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         """,
         (row.id, Jsonb(row.conversation), row.query, row.query_source, row.locale, row.zone,
          row.gate_reason, row.scorer, row.top_score, Jsonb(row.scores), Jsonb(row.evidence),
-         Jsonb(row.candidates), Jsonb(row.trace)),
+         Jsonb(row.candidates), Jsonb(row.trace), row.asker),
     )
 
 

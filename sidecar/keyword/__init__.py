@@ -19,8 +19,8 @@ __all__ = ["KeywordIndex", "SyncReport", "keyword_leg", "keyword_tsquery",
            "rebuild_keyword_index"]
 
 
-def rebuild_keyword_index(db: Database, state_dir: Path) -> SyncReport:
+def rebuild_keyword_index(db: Database, state_dir: Path, ts_config: str) -> SyncReport:
     """Build this node's keyword index of ``db`` from every public post (embeds nothing), under
     ``<state_dir>/keyword/``, and switch searches to it (the API's processes within a second).
     """
-    return KeywordIndex(db, state_dir).rebuild()
+    return KeywordIndex(db, state_dir, ts_config).rebuild()

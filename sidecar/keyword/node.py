@@ -61,9 +61,12 @@ class SyncReport:
 class KeywordIndex:
     """The keyword index of one database on this node."""
 
-    def __init__(self, db: Database, state_dir: Path) -> None:
+    def __init__(self, db: Database, state_dir: Path, ts_config: str) -> None:
         self.db = db
         self.state_dir = state_dir
+        # The forum's text search configuration: a topic's visible tags are made into lexemes
+        # with it when a hidden tag is left out of its documents (sidecar/db/keyword_sql.py).
+        self.ts_config = ts_config
         self._folder: IndexFolder | None = None
         self._reader: tuple[Path, tantivy.Index, int] | None = None  # (build, index, meta mtime)
         self._checked = 0.0
@@ -190,7 +193,7 @@ class KeywordIndex:
                 ksql.repeatable_read(conn)
                 last = ksql.last_change(conn)
                 ksql.set_watermark_once(conn, ksql.utc_now(conn) - ksql.CATCH_UP_MARGIN)
-                writer.add(ksql.all_public_documents(conn))
+                writer.add(ksql.all_public_documents(conn, self.ts_config))
             writer.commit()
             writer.close()
             now = time.time()
@@ -229,7 +232,7 @@ class KeywordIndex:
                         rebuild_asked = True
                         break
                     ids = sorted({pid for _, pid in changes if pid is not None})
-                    documents = ksql.public_documents(conn, ids)
+                    documents = ksql.public_documents(conn, ids, self.ts_config)
                 index = index or open_index(build)
                 writer = writer or Writer(index)
                 writer.delete(ids)

@@ -25,8 +25,9 @@ import tantivy
 
 from sidecar.core.tsvector import FIELDS, field_tokens
 
-# Bumped when the documents change shape: a node whose index is older rebuilds it.
-SCHEMA_VERSION = 1
+# Bumped when the documents change shape: a node whose index is older rebuilds it (2: tags
+# anyone may not see are left out).
+SCHEMA_VERSION = 2
 TEXT_FIELDS: tuple[str, ...] = tuple(FIELDS.values())
 # How much one occurrence counts in each field (BM25 per field, summed): Discourse's weights,
 # title above body, the category's name below.

@@ -6,9 +6,10 @@ its id, signed with a key derived from the moderator key. Logging out deletes th
 copied cookie dies with it; a new moderator key ends every session (the signature and the
 fingerprint no longer match).
 
-The key is checked before anything is counted: the right key always gets in. Wrong keys are
-counted in Redis per client (an IPv6 client is its /64) and for all clients together
-(:mod:`sidecar.moderation.throttle`): past the limits a wrong key is answered 429 instead of
+Every attempt goes through :meth:`ModeratorAuth.attempt`: a client past its own limit of wrong
+keys is refused before its key is compared (the right key too, until its window ends); wrong
+keys are counted in Redis per client (an IPv6 client is its /64) and for all clients together
+(:mod:`sidecar.moderation.throttle`), and past the limits a wrong key is answered 429 instead of
 401. The client address is the one ``SIDECAR_PROXY_HOPS`` trusted proxies report
 (``sidecar.api.app``).
 Without Redis nothing can be counted or looked up: logins, sessions and wrong keys are answered
@@ -24,6 +25,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TypeVar
 
 import redis
@@ -42,7 +44,16 @@ REDIS_DOWN = ("moderator sign-in is unavailable right now: its sessions and rate
               "Redis, which cannot be reached")
 
 T = TypeVar("T")
-__all__ = ["GLOBAL_MAX_FAILURES", "MAX_FAILURES", "SESSION_COOKIE", "ModeratorAuth", "Session"]
+__all__ = ["GLOBAL_MAX_FAILURES", "MAX_FAILURES", "SESSION_COOKIE", "Attempt", "ModeratorAuth",
+           "Session"]
+
+
+class Attempt(Enum):
+    """What a key attempt from one client gets."""
+
+    ADMITTED = "admitted"
+    WRONG = "wrong"  # 401
+    THROTTLED = "throttled"  # 429: the client past its limit (key not compared), or all clients
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +87,18 @@ class ModeratorAuth:
         return bool(self._key)
 
     def check_key(self, candidate: str) -> bool:
-        """Constant-time comparison with the configured key."""
+        """Constant-time comparison with the configured key (no counting: see :meth:`attempt`)."""
         return token_matches(candidate, self._key or b"")
+
+    def attempt(self, client: str, candidate: str | None) -> Attempt:
+        """One sign-in or bearer attempt: refused unseen when ``client`` is past its limit,
+        else compared, and counted when wrong. Raises ServiceUnavailable when Redis cannot say
+        or count (fail closed)."""
+        if self._throttle.locked_out(client, self._redis_call):
+            return Attempt.THROTTLED
+        if candidate is not None and self.check_key(candidate):
+            return Attempt.ADMITTED
+        return Attempt.THROTTLED if self.failed(client) else Attempt.WRONG
 
     def _redis_call(self, call: Callable[[], T]) -> T:
         try:

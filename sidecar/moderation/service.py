@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.config.settings import Settings
+from sidecar.core.answerability import ZoneCalibration
 from sidecar.core.calibration import LabelledScore, ScorerReport, calibrate_scorer, scorer_kind
 from sidecar.core.zones import ScorerKind, Thresholds
 from sidecar.db import Database
@@ -17,7 +18,7 @@ from sidecar.db.public import public_post_ids
 from sidecar.errors import InvalidInput, NotFound
 from sidecar.moderation.chart import zone_chart_svg
 from sidecar.moderation.models import LabelRequest, ReviewFilters
-from sidecar.search.profile import profile_zones
+from sidecar.search.profile import profile_pending, profile_zones
 
 
 def parse_id(value: str) -> uuid.UUID:
@@ -99,6 +100,11 @@ class ModerationService:
         self.settings = settings
         # The forum's calibrated zones, read once like the API nodes read the profile.
         self.zones = profile_zones(settings)
+
+    def pending(self) -> dict[str, tuple[ZoneCalibration, list[str]]]:
+        """Calibrations that moved past their bound and wait for a person, by scorer, with
+        why (read anew: ``sidecar calibrate`` writes them while the API runs)."""
+        return profile_pending(self.settings)
 
     def thresholds(self, kind: ScorerKind, scorer: str | None = None) -> Thresholds:
         """The zone thresholds a scorer is judged by: the forum's calibration, else the

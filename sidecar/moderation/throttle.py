@@ -1,21 +1,22 @@
 """Counting wrong keys: per client (an IPv6 client is its /64) and for all clients together.
 
-Used for ``SIDECAR_API_KEY`` (every ``/v1`` route) and ``SIDECAR_MODERATOR_KEY`` (the moderator
-pages and API). The key is always checked first: a request with the right key is never refused
-here, from whatever address (a shared NAT, or every client seen as the proxy's address when
-``SIDECAR_PROXY_HOPS`` is wrong, must not lock the key's holders out). A wrong key is counted,
-in Redis so that every API process sees it, for its client and for all clients; past
-``MAX_FAILURES`` in ``FAILURE_WINDOW_S`` for the client, or past ``GLOBAL_MAX_FAILURES`` for all
-clients, a wrong key is answered 429 instead of 401 and a warning is logged once per client and
-window.
+Used for ``SIDECAR_API_KEY`` (every ``/v1`` route, ``/v1/health`` included) and
+``SIDECAR_MODERATOR_KEY`` (the moderator pages and API). A wrong key is counted, in Redis so
+that every API process sees it, for its client and for all clients. A client past
+``MAX_FAILURES`` in ``FAILURE_WINDOW_S`` is refused (429) **before any key it sends is
+compared**, the right one included, until its window ends: otherwise the 429 would only slow a
+guesser down, and a right guess would still get in. Past ``GLOBAL_MAX_FAILURES`` from all
+clients together, wrong keys are answered 429 and an alert is logged (ERROR, once a window),
+but no client under its own limit is refused: one guesser spread over many addresses must not
+lock the key's holders out everywhere.
 
-What makes guessing hopeless is the key, not the count: keys have at least
-``sidecar.config.settings.MIN_KEY_CHARS`` characters and are compared in constant time. The
-counts make a guesser visible to the operator and tell a misconfigured client to stop.
+What makes guessing from many addresses hopeless is the key: keys are checked for length and
+estimated strength at start-up (``sidecar/config/keys.py``) and compared in constant time.
 
 An IPv6 client usually owns a whole /64 (SLAAC, privacy addresses): counting address by address
 would give it 2**64 fresh starts, so its /64 is counted as one client; an IPv4-mapped IPv6
-address is its IPv4 address.
+address is its IPv4 address. A client address that is not an IP (a forged or broken
+``X-Forwarded-For`` through a trusted proxy) is one client, ``invalid``, however it is spelt.
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ class RedisRunner(Protocol):
 
 
 def client_bucket(address: str | None) -> str:
-    """What one client is, for counting: an IPv4 address, an IPv6 /64, or the text as given."""
+    """What one client is, for counting: an IPv4 address, an IPv6 /64, ``unknown`` (no address)
+    or ``invalid`` (not an IP address)."""
     if not address:
         return "unknown"
     try:
         ip = ipaddress.ip_address(address.strip())
     except ValueError:
-        return address.strip()[:64]
+        return "invalid"  # each spelling its own bucket would be a fresh start per guess
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)
@@ -70,12 +72,28 @@ class FailureThrottle:
     def _key(self, bucket: str) -> str:
         return f"{self._prefix}:failures:{bucket}"
 
-    def failed(self, client: str | None, call: RedisRunner | None = None) -> bool:
-        """Count one wrong key from ``client``; True when that client is now over a limit.
+    def locked_out(self, client: str | None, call: RedisRunner | None = None) -> bool:
+        """True when ``client`` is past its own limit: refuse it before comparing its key.
 
-        ``call`` runs each Redis round trip (the moderator's turns a Redis failure into a 503);
-        without it a Redis failure is logged and the client is not held over a limit (its key
-        is refused all the same).
+        ``call`` runs the Redis round trip (the moderator's turns a Redis failure into a 503);
+        without it a Redis failure is logged and the client is not held locked out.
+        """
+        bucket = client_bucket(client)
+        try:
+            count = (call or _direct)(lambda: self._redis.get(self._key(bucket)))
+        except redis.RedisError as exc:
+            log.warning("the %s key's wrong-key count could not be read: Redis failed (%s)",
+                        self.kind, exc)
+            return False
+        return int(count or 0) >= MAX_FAILURES
+
+    def failed(self, client: str | None, call: RedisRunner | None = None) -> bool:
+        """Count one wrong key from ``client``; True when wrong keys are now answered 429 (the
+        client past its limit, or all clients past theirs).
+
+        ``call`` runs each Redis round trip, as in :meth:`locked_out`; without it a Redis
+        failure is logged and the client is not held over a limit (its key is refused all the
+        same).
         """
         bucket = client_bucket(client)
         run: RedisRunner = call or _direct
@@ -90,21 +108,27 @@ class FailureThrottle:
             result = pipe.execute()
             return int(result[1]), int(result[3])
 
-        def first_warning() -> bool:
-            return bool(self._redis.set(f"{self._prefix}:warned:{bucket}", 1,
-                                        ex=FAILURE_WINDOW_S, nx=True))
+        def first(what: str) -> Callable[[], bool]:
+            return lambda: bool(self._redis.set(f"{self._prefix}:warned:{what}", 1,
+                                                ex=FAILURE_WINDOW_S, nx=True))
 
         log.warning("wrong %s key from %s", self.kind, client)
         try:
             mine, everyone = run(count)
-            over = mine > MAX_FAILURES or everyone > GLOBAL_MAX_FAILURES
-            if over and run(first_warning):
-                log.warning("%d wrong %s keys from %s in %d s (%d from all clients): answering "
-                            "429", mine, self.kind, bucket, FAILURE_WINDOW_S, everyone)
+            if mine >= MAX_FAILURES and run(first(bucket)):
+                log.warning("%d wrong %s keys from %s in %d s: its next attempts are refused "
+                            "(429) until its window ends", mine, self.kind, bucket,
+                            FAILURE_WINDOW_S)
+            if everyone > GLOBAL_MAX_FAILURES and run(first("all")):
+                # An alert, not a lock: the key's holders keep working from their addresses.
+                log.error("ALERT: %d wrong %s keys from all clients in %d s: someone may be "
+                          "guessing from many addresses; wrong keys are answered 429, clients "
+                          "under their own limit still get in with the right key", everyone,
+                          self.kind, FAILURE_WINDOW_S)
         except redis.RedisError as exc:
             log.warning("a wrong %s key was not counted: Redis failed (%s)", self.kind, exc)
             return False
-        return over
+        return mine > MAX_FAILURES or everyone > GLOBAL_MAX_FAILURES
 
     def forget(self) -> None:
         """Drop every counter of this key (tests, and after an operator changed the key)."""

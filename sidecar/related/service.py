@@ -203,24 +203,29 @@ class RelatedService:
              limit: int, closed: bool, archived: bool, detail: dict[str, Any]
              ) -> list[dict[str, Any]]:
         """The first ``limit`` listed topics whose post is public now (``cards``: read now),
-        open / not archived when asked, each shown by its first public post."""
+        open / not archived when asked, each shown by its first public post.
+
+        ``detail`` counts the topics left out as closed or archived; those that are no longer
+        public are passed over without a count: a cached list keeps a topic that went private
+        until it is dropped, and a count would tell the API client that one did.
+        """
         results: list[dict[str, Any]] = []
-        skipped = {"closed": 0, "archived": 0, "not_public": 0}
+        left_out = {"closed": 0, "archived": 0}
         for topic in ranked:
             if len(results) >= limit:
                 break
             card = next((cards[pid] for pid in topic.posts if pid in cards), None)
             if card is None or card.post.topic_id == source.topic_id:
-                skipped["not_public"] += 1
                 continue
             if card.closed and not closed:
-                skipped["closed"] += 1
+                left_out["closed"] += 1
                 continue
             if card.archived and not archived:
-                skipped["archived"] += 1
+                left_out["archived"] += 1
                 continue
             results.append(self.result(len(results) + 1, topic, card, source.title))
-        detail.update(results=len(results), skipped=skipped)
+        # Not "skipped": that key of a step's detail marks the step itself skipped.
+        detail.update(results=len(results), left_out=left_out)
         return results
 
     def result(self, rank: int, topic: RankedTopic, card: Card, query: str) -> dict[str, Any]:

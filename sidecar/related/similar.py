@@ -96,6 +96,9 @@ class SimilarService:
         cut to ``SIDECAR_MAX_DETAILS_CHARS``; None when empty."""
         if not raw or not raw.strip():
             return None
+        # Cut before rendering: rendering only takes markup away, so no text past the cut could
+        # be kept, and a long draft (a 55 KB pipe table) cost a second and a half of CPU.
+        raw = raw[: self.settings.max_details_chars]
         text = " ".join(html_to_text(cook(raw)).split())
         return text[: self.settings.max_details_chars] or None
 

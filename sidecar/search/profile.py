@@ -115,6 +115,8 @@ class ZoneCalibrationModel(BaseModel):
     quantiles: list[float] = Field(default_factory=list)
     basis: CalibrationBasis = "opening_posts"
     asked: int = Field(default=0, ge=0)
+    seed: int | None = None
+    approved_normal: float | None = None
 
     def to_calibration(self, scorer: str) -> ZoneCalibration:
         """The core value (ValueError when the thresholds are out of order)."""
@@ -124,7 +126,8 @@ class ZoneCalibrationModel(BaseModel):
                                abstain_pct=self.abstain_pct, normal_pct=self.normal_pct,
                                questions=self.questions, created_at=self.created_at,
                                quantiles=tuple(self.quantiles), basis=self.basis,
-                               asked=self.asked)
+                               asked=self.asked, seed=self.seed,
+                               approved_normal=self.approved_normal)
 
     @classmethod
     def of(cls, cal: ZoneCalibration) -> ZoneCalibrationModel:
@@ -132,7 +135,17 @@ class ZoneCalibrationModel(BaseModel):
         return cls(abstain=cal.abstain, normal=cal.normal, abstain_pct=cal.abstain_pct,
                    normal_pct=cal.normal_pct, questions=cal.questions,
                    created_at=cal.created_at, quantiles=list(cal.quantiles),
-                   basis=cal.basis, asked=cal.asked)
+                   basis=cal.basis, asked=cal.asked, seed=cal.seed,
+                   approved_normal=cal.approved_normal)
+
+
+class PendingZonesModel(BaseModel):
+    """A calibration that moved past its bound: not served until a person approves it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    zones: ZoneCalibrationModel
+    problems: list[str] = Field(min_length=1)
 
 
 class LinkRuleModel(BaseModel):
@@ -173,6 +186,9 @@ class SearchProfile(BaseModel):
         default_factory=dict, description="Zone thresholds per scorer (e.g. "
         "'bi-encoder:all-minilm-l6-v2'), calibrated on the forum's own questions by "
         "`sidecar calibrate`; a scorer not named keeps the settings' thresholds.")
+    pending: dict[str, PendingZonesModel] = Field(
+        default_factory=dict, description="Calibrations that moved past their bound, per "
+        "scorer: never served; `sidecar calibrate --approve` serves them.")
 
     @property
     def tuned(self) -> bool:
@@ -280,6 +296,8 @@ def read_profile(path: Path) -> tuple[SearchProfile, str]:
             profile.with_details.served.to_config()
         for scorer, zones in profile.zones.items():
             zones.to_calibration(scorer)
+        for scorer, waiting in profile.pending.items():
+            waiting.zones.to_calibration(scorer)
         if profile.link_rule is not None:
             profile.link_rule.to_rule()
     except (json.JSONDecodeError, ValidationError, ValueError, TypeError) as exc:
@@ -356,7 +374,32 @@ def with_zones(path: Path, calibration: ZoneCalibration, *, model: str, strategy
     was made with the same model and strategy) with that scorer's thresholds replaced."""
     base = base_profile(path, model=model, strategy=strategy, settings=settings)
     zones = {**base.zones, calibration.scorer: ZoneCalibrationModel.of(calibration)}
-    return base.model_copy(update={"zones": zones})
+    pending = {k: v for k, v in base.pending.items() if k != calibration.scorer}
+    return base.model_copy(update={"zones": zones, "pending": pending})
+
+
+def with_pending(path: Path, calibration: ZoneCalibration, problems: list[str], *, model: str,
+                 strategy: int, settings: Settings) -> SearchProfile:
+    """The profile to write after a calibration that moved past its bound: the served zones
+    kept, the calibration recorded as pending with why."""
+    base = base_profile(path, model=model, strategy=strategy, settings=settings)
+    pending = {**base.pending, calibration.scorer: PendingZonesModel(
+        zones=ZoneCalibrationModel.of(calibration), problems=problems)}
+    return base.model_copy(update={"pending": pending})
+
+
+def profile_pending(settings: Settings) -> dict[str, tuple[ZoneCalibration, list[str]]]:
+    """The pending calibrations of the profile file, by scorer, with why they wait (read anew
+    each time: ``sidecar calibrate`` writes them while the API runs)."""
+    path = settings.profile_path()
+    if not path.is_file():
+        return {}
+    try:
+        profile, _ = read_profile(path)
+    except ConfigurationError:
+        return {}
+    return {scorer: (p.zones.to_calibration(scorer), list(p.problems))
+            for scorer, p in profile.pending.items()}
 
 
 def profile_zones(settings: Settings) -> dict[str, ZoneCalibration]:

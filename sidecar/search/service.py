@@ -118,7 +118,7 @@ class SearchService:
         self.served_details = served_details
         # This node's keyword index of the database (kept in sync by its owner, see
         # sidecar/keyword/node.py); one is opened on the state directory when none is given.
-        self.keyword = keyword or KeywordIndex(db, settings.state_dir)
+        self.keyword = keyword or KeywordIndex(db, settings.state_dir, settings.ts_config)
         self.chain = RerankChain(db, model)
         # Where the served configuration comes from (the settings, or a search profile and
         # the judgements it was tuned on): each search trace says it.

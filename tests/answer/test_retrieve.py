@@ -138,6 +138,22 @@ def test_limit_and_locale(make_client: Callable[..., Any]) -> None:
     assert steps(body)["rerank"]["detail"]["candidates"] >= 20
 
 
+def test_the_asker_is_an_opaque_id_stored_with_the_retrieval(
+    make_client: Callable[..., Any]
+) -> None:
+    """The calibration counts a few questions per asker: the forum sends a hash of who asks."""
+    client = make_client()
+    asker = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c"
+    body = retrieve(client, WIREGUARD, asker=asker)
+    assert stored(client, body).asker == asker
+    assert stored(client, retrieve(client, WIREGUARD)).asker is None  # optional
+    for bad in ("42", "alice smith 1234567", "x" * 129, "<script>alert(1)</script>0123"):
+        resp = client.post("/v1/retrieve", headers=AUTH, json={
+            "messages": [{"role": "user", "content": WIREGUARD}], "asker": bad})
+        assert resp.status_code == 422, bad
+        assert resp.json["error"]["details"][0]["loc"] == "asker"
+
+
 def test_cross_encoder_reranks_with_the_standalone_question(
     make_client: Callable[..., Any], tiny_reranker: Any, fake_ollama: OllamaServer
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,11 @@ def test_eval_zones_on_the_demo_with_another_dump_out_of_domain(
     assert "Answer or abstain" in result.output
 
 
+def asker(n: int) -> str:
+    """An opaque asker id, as the forum's plugin sends it (a hash of the member's id)."""
+    return hashlib.sha256(f"forum secret:member {n}".encode()).hexdigest()
+
+
 def test_calibrate_writes_zones_that_retrieve_then_serves(
     eval_settings: Any, tmp_path: Path
 ) -> None:
@@ -109,12 +115,13 @@ def test_calibrate_writes_zones_that_retrieve_then_serves(
         off_topic = client.post("/v1/retrieve", headers=auth, json={"messages": [
             {"role": "user", "content": "What is the best recipe for a lemon tart?"}]}).json
         assert off_topic["zone"] == "abstain"
-        # Two stored questions are too few to read the normal threshold from the members'.
+        # Two stored questions, of one anonymous asker, are too few to read the normal
+        # threshold from the members'.
         few = CliRunner().invoke(main, ["calibrate", "--basis", "asked", "--dry-run"], env=env)
-        assert few.exit_code == 1 and "at least 20" in few.output
-        for q in load_dataset(demo_dir()).queries:  # the members ask (each stored)
-            resp = client.post("/v1/retrieve", headers=auth,
-                               json={"messages": [{"role": "user", "content": q.text}]})
+        assert few.exit_code == 1 and "come from 1 askers" in few.output
+        for i, q in enumerate(load_dataset(demo_dir()).queries):  # the members ask
+            resp = client.post("/v1/retrieve", headers=auth, json={
+                "messages": [{"role": "user", "content": q.text}], "asker": asker(i)})
             assert resp.status_code == 200
     finally:
         res.close()
@@ -122,11 +129,29 @@ def test_calibrate_writes_zones_that_retrieve_then_serves(
         auto = CliRunner().invoke(main, ["calibrate", "--dry-run", "--json"], env=env)
         assert json.loads(auto.stdout)["basis"] == "opening_posts"  # fewer than 100 stored
         result = CliRunner().invoke(main, ["calibrate", "--basis", "asked", "--json"], env=env)
-        assert result.exit_code == 0, result.output
         members = json.loads(result.stdout)
         assert members["basis"] == "asked" and members["asked"] >= 30
+        # One question each, and the two asked above without an asker id: one anonymous asker.
+        assert members["askers"] == members["asked"] - 1
         # The abstain threshold stays the opening posts'; the normal one is the members'.
         assert members["abstain"] == report["abstain"] and members["normal"] != report["normal"]
+        # Members ask less like the opening posts than they are like each other: normal moves
+        # 15 points of the forum's own questions in one step, past the bound. Not served: it
+        # waits for a person, and the command fails (the weekly unit reloads nothing).
+        assert result.exit_code == 3, result.output
+        assert "MAX_MOVE" in members["problems"][0]
+        waiting, _ = read_profile(settings.profile_path())
+        assert waiting.zones["bi-encoder:all-minilm-l6-v2"] == zones
+        assert waiting.pending["bi-encoder:all-minilm-l6-v2"].zones.normal == members["normal"]
+        approved = CliRunner().invoke(main, ["calibrate", "--approve"], env=env)
+        assert approved.exit_code == 0, approved.output
+        served, _ = read_profile(settings.profile_path())
+        assert served.zones["bi-encoder:all-minilm-l6-v2"].normal == members["normal"]
+        assert served.zones["bi-encoder:all-minilm-l6-v2"].approved_normal == members["normal"]
+        assert not served.pending
+        # Approved, it anchors the next run: the same questions again are within the bound.
+        again = CliRunner().invoke(main, ["calibrate", "--basis", "asked", "--json"], env=env)
+        assert again.exit_code == 0 and not json.loads(again.stdout)["problems"], again.output
         res = start_resources(settings)
         client = create_app(settings, res).test_client()
         body = client.post("/v1/retrieve", headers=auth, json={"messages": [
@@ -136,6 +161,96 @@ def test_calibrate_writes_zones_that_retrieve_then_serves(
         zone = next(s for s in body["trace"] if s["step"] == "zone")["detail"]
         assert zone["normal_from"] == members["normal"]
         res.close()
+    finally:
+        with psycopg.connect(settings.database_url) as conn:
+            conn.execute("DELETE FROM sidecar_retrievals")
+        settings.profile_path().unlink(missing_ok=True)
+
+
+VAGUE = "any tips to make my home server setup work better?"
+OPENERS = ("Hi all", "Hello", "Hey", "Quick question", "Help please", "Good morning", "Folks",
+           "Dear forum")
+NAMES = ("Bob", "Alice", "Carol", "Dan", "Eve", "Frank", "Grace", "Heidi", "Ivan", "Judy")
+SUBJECTS = ("baking sourdough bread", "knitting a wool scarf", "tuning a violin",
+            "growing tomatoes on a balcony", "training for a marathon", "learning Japanese kanji",
+            "painting with watercolours", "brewing beer at home", "caring for a bonsai tree",
+            "restoring an old bicycle", "writing a mystery novel", "playing chess openings",
+            "keeping backyard chickens", "sewing a summer dress", "fishing for trout",
+            "making pottery on a wheel", "photographing the night sky", "building a birdhouse",
+            "raising a puppy", "planning a wedding", "carving a wooden spoon",
+            "learning salsa dancing", "making french macarons", "decorating a cake",
+            "birdwatching in winter", "playing the ukulele", "writing haiku poems",
+            "climbing a mountain", "surfing big waves", "collecting vintage stamps",
+            "making homemade pasta", "speaking Italian", "sailing a small boat",
+            "growing orchids", "folding origami cranes", "riding a horse", "making candles",
+            "quilting a blanket", "juggling three balls", "skiing off-piste")
+
+
+def test_floods_of_questions_move_nothing_past_the_bound(eval_settings: Any) -> None:
+    """The review's attack, through /v1/retrieve, then what the weekly timer runs: copies of
+    one vague question with a counter, a flood from one asker, near-duplicates from many
+    askers. None of them switches the basis; the one flood that gets past those guards (60
+    askers, each a distinct question, most of another subject) moves normal past its bound, so
+    it is left pending and the served thresholds stay."""
+    state = prepare_state(eval_settings, demo_dir(), progress=False)
+    state.close()
+    settings = state.settings
+    env = {**_env(eval_settings), "DATABASE_URL": settings.database_url,
+           "SIDECAR_STATE_DIR": str(settings.state_dir),
+           "SIDECAR_SEARCH_PROFILE": str(settings.profile_path())}
+    first = CliRunner().invoke(main, ["calibrate", "--json"], env=env)
+    assert first.exit_code == 0, first.output
+    served = json.loads(first.stdout)
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    questions = load_dataset(demo_dir()).queries
+
+    def flood(*asked: tuple[str, str | None]) -> None:
+        res = start_resources(settings)
+        try:
+            client = create_app(settings, res).test_client()
+            for text, who in asked:
+                body: dict[str, Any] = {"messages": [{"role": "user", "content": text}]}
+                if who is not None:
+                    body["asker"] = who
+                assert client.post("/v1/retrieve", headers=auth, json=body).status_code == 200
+        finally:
+            res.close()
+
+    def weekly() -> dict[str, Any]:
+        auto = CliRunner().invoke(main, ["calibrate", "--json"], env=env)
+        assert auto.exit_code == 0, auto.output
+        report: dict[str, Any] = json.loads(auto.stdout)
+        assert report["basis"] == "opening_posts" and not report["problems"], report
+        assert (report["abstain"], report["normal"]) == (served["abstain"], served["normal"])
+        return report
+
+    try:
+        # One vague question, a counter in each, no asker id: one anonymous asker.
+        flood(*((f"Hi all, {VAGUE} #{i}", None) for i in range(150)))
+        weekly()
+        flood(*((f"{questions[i % len(questions)].text} ({i})", asker(1000))  # one asker
+                for i in range(150)),
+              *((f"{OPENERS[i % 8]}! {VAGUE} Thanks, {NAMES[i % 10]}", asker(i))  # wordings
+                for i in range(150)))
+        report = weekly()
+        assert report["seed"] != served["seed"]  # drawn at random each run, recorded
+        asked = CliRunner().invoke(main, ["calibrate", "--basis", "asked", "--json"], env=env)
+        # What is left: the one asker's three newest, and one of the vague question's wordings.
+        assert asked.exit_code == 1 and "come from 2 askers" in asked.output, asked.output
+
+        # Sybils: distinct askers, distinct questions, most of them of other subjects.
+        flood(*((f"What is the best way to get started with {subject}?", asker(2000 + i))
+                for i, subject in enumerate(SUBJECTS)),
+              *((q.text, asker(3000 + i)) for i, q in enumerate(questions[:20])))
+        moved = CliRunner().invoke(main, ["calibrate", "--basis", "asked", "--json"], env=env)
+        report = json.loads(moved.stdout)
+        assert report["basis"] == "asked" and report["askers"] >= 60
+        assert report["normal"] < served["normal"] and report["problems"], report
+        assert moved.exit_code == 3
+        after, _ = read_profile(settings.profile_path())
+        kept = after.zones["bi-encoder:all-minilm-l6-v2"]
+        assert (kept.abstain, kept.normal) == (served["abstain"], served["normal"])
+        assert after.pending["bi-encoder:all-minilm-l6-v2"].problems == report["problems"]
     finally:
         with psycopg.connect(settings.database_url) as conn:
             conn.execute("DELETE FROM sidecar_retrievals")

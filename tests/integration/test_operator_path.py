@@ -36,7 +36,7 @@ from tests.helpers import add_post, discourse_delivery, sidecar_command
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-KEY = "operator-path-key-0123456789"
+KEY = "operator-d3afdddccf4d7a15e9ce1b625490de52"
 SECRET = "operator-webhook-secret-0001"
 
 

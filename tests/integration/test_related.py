@@ -171,3 +171,27 @@ def test_bad_similar_bodies_are_422(client: Any, auth: dict[str, str],
                                     body: dict[str, Any]) -> None:
     resp = client.post("/v1/similar", json=body, headers=auth)
     assert resp.status_code == 422, resp.json
+
+
+def test_a_long_draft_is_cut_before_it_is_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft may hold 100,000 characters; only SIDECAR_MAX_DETAILS_CHARS of them are used, so
+    only those are rendered (a 55 KB pipe table used to cost ~1.5 s of CPU per call)."""
+    from types import SimpleNamespace
+
+    from sidecar.config.settings import Settings
+    from sidecar.related import similar
+
+    rendered: list[int] = []
+    real = similar.cook
+
+    def cook(raw: str) -> str:
+        rendered.append(len(raw))
+        return real(raw)
+
+    monkeypatch.setattr(similar, "cook", cook)
+    service = similar.SimilarService(SimpleNamespace(  # type: ignore[arg-type]
+        settings=Settings(max_details_chars=2000), search=None, model=None))
+    table = "| a | b |\n|---|---|\n" + "| cell | more cell text |\n" * 4000
+    text = service.body_text(table)
+    assert rendered == [2000]
+    assert text is not None and text.startswith("a b cell more cell text") and len(text) <= 2000

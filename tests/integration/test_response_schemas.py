@@ -78,7 +78,7 @@ def test_an_answer_with_an_undeclared_field_does_not_leave(client: Any) -> None:
 
 
 # --- Every JSON route, on a forum of its own (these routes write) ------------------------------
-MODERATOR_KEY = "conformance-mod-key-01"
+MODERATOR_KEY = "conformance-d739d045559a58d8200d14ab7740ec41"
 WEBHOOK_SECRET = "conformance-webhook-secret-0001"
 MODERATOR = {"Authorization": f"Bearer {MODERATOR_KEY}"}
 # Documented answers no scenario here can give: /v1/ready's 503 needs a database that is down

@@ -94,7 +94,7 @@ def test_every_reader_sees_only_the_posts_of_public_categories(forum: dict[str, 
     # query time.
     db = Database(forum["url"])
     db.open()
-    index = KeywordIndex(db, tmp_path / "state")
+    index = KeywordIndex(db, tmp_path / "state", "english")
     try:
         index.rebuild()
         searcher = index.searcher()

@@ -1,4 +1,5 @@
-"""Staff-only tags are never embedded: a tag that only some groups may see is left out of the text.
+"""Staff-only tags are never embedded, nor indexed for the keyword leg: a tag that only some groups
+may see is left out of the text and of the keyword documents.
 
 Discourse hides a tag from anonymous readers when it belongs to a tag group that the "everyone"
 group (id 0) may not see, unless another group holding it may (``DiscourseTagging``'s hidden
@@ -7,6 +8,8 @@ group, and one in a group everyone may only see (permission 3, "see only").
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import psycopg
@@ -81,3 +84,48 @@ def test_posts_embedded_with_a_staff_only_tag_are_read_again(db_url: str) -> Non
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         drift = stale_candidates(conn, model, 1, 1, phases=["drift"])
     assert [c.post_id for c in drift] == [1]
+
+
+def test_a_staff_only_tag_is_not_in_the_keyword_index(db_url: str, tmp_path: Path) -> None:
+    """Fault (the review's): the keyword documents are Discourse's search data, whose tag weight
+    holds every tag, so a keyword search found a topic by its staff-only tag."""
+    from sidecar.db import Database
+    from sidecar.db.forum_write import reindex_search_data
+    from sidecar.db.keyword_sql import log_posts
+    from sidecar.keyword.leg import keyword_leg
+    from sidecar.keyword.node import KeywordIndex
+
+    _forum(db_url)
+    with psycopg.connect(db_url) as conn:  # the search data as Discourse makes it: every tag
+        conn.execute("INSERT INTO post_search_data (post_id, raw_data, locale, version)"
+                     " VALUES (1, 'Which sealant?', 'english', 0)")
+        reindex_search_data(conn, "english")
+        [tsv] = conn.execute("SELECT search_data::text FROM post_search_data").fetchone() or [""]
+    assert "'legal-hold':" in tsv  # what Discourse indexes, and the sidecar must not serve
+    db = Database(db_url)
+    db.open()
+    index = KeywordIndex(db, tmp_path / "state", "english")
+
+    def found(query: str) -> list[int]:
+        searcher = index.searcher()
+        assert searcher is not None
+        with db.connection() as conn:
+            return [h.topic_id for h in keyword_leg(conn, searcher, ts_config="english",
+                                                     query=query, k=5)]
+
+    try:
+        for step in ("rebuild", "sync"):  # a whole build, then a post's document read again
+            if step == "rebuild":
+                index.rebuild()
+            else:
+                with db.connection() as conn:
+                    log_posts(conn, [1])
+                assert (index.sync() or index.rebuild()).posts == 1
+            assert found("legal-hold") == [] and found("legal") == [], step
+            # Visible tags stay searchable: open, shared with an open group, or see-only.
+            for tag in ("tyres", "shared", "announced"):
+                assert found(tag) == [1], (step, tag)
+            assert found("sealant") == [1], step  # title and body untouched
+    finally:
+        index.close()
+        db.close()

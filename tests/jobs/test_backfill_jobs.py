@@ -165,6 +165,37 @@ def test_drift_sweep_enqueues_only_changed_posts_and_remembers_unchanged_ones(
     assert (quiet.phase_drift, quiet.budgeted, quiet.stop_reason) == (0, 0, "done")
 
 
+def test_the_backfill_removes_vectors_of_posts_no_longer_public_whatever_the_events(
+    indexed: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No event said so (a lost webhook, a hint read from a lagging replica): a post deleted,
+    one hidden and a topic moved to a private message keep their vectors until the next
+    backfill, which removes them in bounded batches and says how many."""
+    from jobs import planner
+
+    url = indexed.urls.database_url
+    before = {p for p, _ in vector_rows(url, indexed.model.id)}
+    with psycopg.connect(url) as conn:
+        deleted, hidden = sorted(before)[:2]
+        conn.execute("UPDATE posts SET deleted_at = now() WHERE id = %s", (deleted,))
+        conn.execute("UPDATE posts SET hidden = true WHERE id = %s", (hidden,))
+        row = conn.execute("SELECT topic_id FROM posts WHERE id = %s",
+                           (max(before),)).fetchone()
+        assert row is not None
+        conn.execute("UPDATE topics SET archetype = 'private_message', category_id = NULL"
+                     " WHERE id = %s", row)
+        moved = {r[0] for r in conn.execute("SELECT id FROM posts WHERE topic_id = %s", row)}
+    gone = {deleted, hidden} | (moved & before)
+    # Several batches on the demo forum.
+    monkeypatch.setattr(planner, "NOT_PUBLIC_BATCH", 40, raising=False)
+    assert len(before) > 3 * 40
+    run = run_sync(indexed, driver.start_run(indexed, enqueue=False).id)
+    assert {p for p, _ in vector_rows(url, indexed.model.id)} == before - gone
+    assert run.removed_not_public == len(gone)
+    again = run_sync(indexed, driver.start_run(indexed, enqueue=False).id)
+    assert again.removed_not_public == 0
+
+
 def test_a_new_model_version_re_embeds_older_rows_after_missing_ones(
     dummy_res: Resources,
 ) -> None:

@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -232,6 +233,62 @@ def test_a_post_goes_only_when_the_database_says_so(api: Any, forum: Resources) 
     gone = deliver(api, "post_destroyed", post_payload(post))
     assert gone.status_code == 202 and gone.json["vectors_removed"] == 1
     assert post["id"] not in {pid for pid, _ in vector_rows(url, forum.model.id)}
+
+
+def _embedded_post(api: Any, forum: Resources) -> dict[str, Any]:
+    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    assert deliver(api, "post_created", post_payload(post)).status_code == 202
+    work(forum)
+    assert post["id"] in {pid for pid, _ in vector_rows(forum.urls.database_url, forum.model.id)}
+    return post
+
+
+def _delete(url: str, post_id: int) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE posts SET deleted_at = now() AT TIME ZONE 'utc' WHERE id = %s",
+                     (post_id,))
+
+
+def test_a_removal_delivered_before_the_forum_committed_it_is_not_lost(
+    api: Any, forum: Resources
+) -> None:
+    """Fault (the review's): deliver, then delete, then redeliver. A post_destroyed that reached
+    the sidecar before the forum's commit (or a replica's) changed nothing, yet was remembered:
+    Discourse's redelivery was a "duplicate" and the vectors stayed at rest for good."""
+    url = forum.urls.database_url
+    post = _embedded_post(api, forum)
+    early = deliver(api, "post_destroyed", post_payload(post), event_id=880)
+    assert early.status_code == 202 and early.json["vectors_removed"] == 0  # still public
+    _delete(url, post["id"])  # the forum's transaction commits now
+    again = deliver(api, "post_destroyed", post_payload(post), event_id=880)
+    assert again.status_code == 202 and again.json["status"] == "applied", again.json
+    assert again.json["vectors_removed"] == 1
+    assert post["id"] not in {pid for pid, _ in vector_rows(url, forum.model.id)}
+    # Applied now: the next redelivery is the duplicate.
+    last = deliver(api, "post_destroyed", post_payload(post), event_id=880)
+    assert last.status_code == 200 and last.json["status"] == "duplicate"
+
+
+def test_a_hint_that_changed_nothing_is_looked_at_again_later(forum: Resources) -> None:
+    """No redelivery at all: the hint is re-checked by the worker after
+    SIDECAR_DISCOURSE_RECHECK_S, and replays of it keep one re-check waiting, not one each."""
+    from sidecar.api.app import create_app
+
+    quick = dataclasses.replace(forum, settings=forum.settings.model_copy(
+        update={"discourse_recheck_s": 1}))
+    api = create_app(quick.settings, quick).test_client()
+    url = forum.urls.database_url
+    post = _embedded_post(api, quick)
+    index = queues.queue(forum.redis, forum.settings, "index")
+    for event_id in (900, 901, 902):  # Discourse's delivery, then replays of its body
+        early = deliver(api, "post_destroyed", post_payload(post), event_id=event_id)
+        assert early.json["vectors_removed"] == 0 and early.json["recheck_in_s"] == 1
+    assert index.scheduled_job_registry.count == 1
+    _delete(url, post["id"])
+    time.sleep(1.2)
+    work(quick)  # the re-check is due: the worker's scheduler queues it, the worker applies it
+    assert post["id"] not in {pid for pid, _ in vector_rows(url, forum.model.id)}
+    assert index.failed_job_registry.count == 0
 
 
 def test_a_delivery_that_failed_is_not_taken_for_a_duplicate(

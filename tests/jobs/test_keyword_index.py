@@ -240,7 +240,7 @@ def test_dashes_are_punctuation_and_never_an_error(dummy_res: Resources) -> None
 
 def test_a_node_with_no_index_says_so_then_rebuilds_from_nothing(
         dummy_res: Resources, tmp_path: Path) -> None:
-    node = KeywordIndex(dummy_res.db, tmp_path / "fresh")
+    node = KeywordIndex(dummy_res.db, tmp_path / "fresh", "english")
     assert node.searcher() is None
     assert node.sync(build_missing=False) is None
     assert node.describe()["state"] == "missing"
@@ -250,7 +250,7 @@ def test_a_node_with_no_index_says_so_then_rebuilds_from_nothing(
     assert outcome.topics == []
     steps = {s["step"]: s for s in outcome.trace.as_list()}
     assert steps["keyword"]["detail"]["index"] == "missing"
-    report = rebuild_keyword_index(dummy_res.db, tmp_path / "fresh")
+    report = rebuild_keyword_index(dummy_res.db, tmp_path / "fresh", "english")
     assert report.rebuilt and report.docs == dummy_res.search.keyword.describe()["docs"]
     node.refresh()  # a reader in another process notices within CHECK_S; here: at once
     searcher = node.searcher()
@@ -262,7 +262,7 @@ def test_a_node_with_no_index_says_so_then_rebuilds_from_nothing(
 
 def test_two_nodes_converge(api: Any, dummy_res: Resources, tmp_path: Path) -> None:
     node_a = dummy_res.search.keyword
-    node_b = KeywordIndex(dummy_res.db, tmp_path / "node-b")
+    node_b = KeywordIndex(dummy_res.db, tmp_path / "node-b", "english")
     node_b.sync()  # built from the forum
     _write_post(dummy_res, NEW_POST, _public_topic(dummy_res), "capybaranebula relay")
     _event(api, "post_created", [NEW_POST])
@@ -289,7 +289,7 @@ def test_two_nodes_converge(api: Any, dummy_res: Resources, tmp_path: Path) -> N
 
 def test_a_node_behind_the_pruned_log_rebuilds(api: Any, dummy_res: Resources,
                                                tmp_path: Path) -> None:
-    node = KeywordIndex(dummy_res.db, tmp_path / "late")
+    node = KeywordIndex(dummy_res.db, tmp_path / "late", "english")
     node.sync()
     _write_post(dummy_res, NEW_POST, _public_topic(dummy_res), "okapimeridian router")
     _event(api, "post_created", [NEW_POST])
@@ -303,7 +303,7 @@ def test_a_node_behind_the_pruned_log_rebuilds(api: Any, dummy_res: Resources,
 
 def test_one_writer_per_node(dummy_res: Resources) -> None:
     index = dummy_res.search.keyword
-    other_process = KeywordIndex(dummy_res.db, dummy_res.settings.state_dir)
+    other_process = KeywordIndex(dummy_res.db, dummy_res.settings.state_dir, "english")
     with open(index.folder().lock_path, "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         assert other_process.sync(wait=False) is None  # busy: it reads, it does not write
@@ -338,7 +338,7 @@ def test_keyword_commands(dummy_res: Resources, tmp_path: Path) -> None:
 
 def test_a_damaged_index_finds_nothing_until_rebuilt(dummy_res: Resources,
                                                      tmp_path: Path) -> None:
-    node = KeywordIndex(dummy_res.db, tmp_path / "damaged")
+    node = KeywordIndex(dummy_res.db, tmp_path / "damaged", "english")
     node.sync()
     assert node.searcher() is not None
     build = node.folder().current()

@@ -44,6 +44,11 @@ def _event(api: Any, event: str, ids: list[int]) -> None:
     assert resp.status_code == 202, resp.json
 
 
+def _trace(body: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """Each step of the answer's trace, without its timing."""
+    return [(s["step"], s["status"], s.get("detail", {})) for s in body["trace"]]
+
+
 def _listed(body: dict[str, Any]) -> list[int]:
     return [r["topic_id"] for r in body["results"]]
 
@@ -108,12 +113,17 @@ def test_a_topic_made_private_leaves_every_list_at_once_even_without_an_event(
     source = 9
     body = _related(api, source)
     gone = _listed(body)[0]
-    assert _related(api, source)["cache"] == "hit"
+    hit = _related(api, source)
+    assert hit["cache"] == "hit"
     restricted = _sql(indexed, "SELECT id FROM categories WHERE read_restricted LIMIT 1")[0][0]
     _sql(indexed, "UPDATE topics SET category_id = %s WHERE id = %s", restricted, gone)
     # No event yet: the cached list still ranks it, the answer does not show it.
     after = _related(api, source)
     assert after["cache"] == "hit" and gone not in _listed(after)
+    # Nor does the trace tell that a listed topic went private (it used to count it).
+    assert _trace(after) == _trace(hit)
+    hydrate = {step: (status, detail) for step, status, detail in _trace(after)}["hydrate"]
+    assert hydrate == ("done", {"results": 10, "left_out": {"closed": 0, "archived": 0}})
     # The next cached topic fills the page.
     assert _listed(after)[:-1] == [t for t in _listed(body) if t != gone]
     assert len(_listed(after)) == len(_listed(body))

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -121,7 +122,8 @@ def test_model_host_refuses_to_listen_beyond_loopback_without_a_key(tmp_path: Pa
     for host in ("0.0.0.0", "::", "10.0.0.5", "models.internal"):
         with pytest.raises(ConfigurationError, match="SIDECAR_MODEL_HOST_ALLOW_OPEN"):
             check_bind(plain, host)
-    check_bind(Settings(model_host_api_key=SecretStr("k" * 8 + "-host-key-0123")), "0.0.0.0")
+    key = SecretStr("host-f547ae6f650db41e7b6984143bbdb163")
+    check_bind(Settings(model_host_api_key=key), "0.0.0.0")
     check_bind(Settings(model_host_allow_open=True), "0.0.0.0")  # the operator said so
 
 
@@ -172,6 +174,36 @@ def test_gunicorn_model_host_serves_tei(gunicorn_host: str, minilm: OnnxEmbedder
         ranks = http.post("/rerank", json={"query": "q", "texts": ["a", "b"]}).json()
         assert sorted(r["index"] for r in ranks) == [0, 1]
         assert http.post("/embed", content=b"{oops").status_code == 400
+
+
+def test_a_unix_socket_host_is_for_its_owner_and_group_only(tmp_path: Path,
+                                                            minilm_dir: Path) -> None:
+    """A unix socket counts as loopback (no key needed): gunicorn used to create it 0777, so
+    any local user could call the model. It is srw-rw---- now."""
+    socket_path = tmp_path / "run" / "host.sock"
+    socket_path.parent.mkdir()
+    env = {**os.environ, **_env(tmp_path, SIDECAR_EMBED_MODEL_PATH=str(minilm_dir))}
+    proc = subprocess.Popen([*_sidecar(), "model-host", "--task", "embed", "--threads", "2",
+                             "--host", f"unix:{socket_path}"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        transport = httpx.HTTPTransport(uds=str(socket_path))
+        with httpx.Client(transport=transport, base_url="http://host", timeout=5) as http:
+            deadline = time.monotonic() + 90
+            while True:
+                assert proc.poll() is None, proc.communicate()[0].decode()
+                try:
+                    if http.get("/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "the model host did not come up"
+                time.sleep(0.2)
+            assert stat.S_IMODE(socket_path.stat().st_mode) == 0o660
+            assert http.get("/metrics").status_code == 200  # this machine: no key needed
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
 
 
 def test_gunicorn_stops_when_a_model_cannot_load(tmp_path: Path, minilm_dir: Path) -> None:

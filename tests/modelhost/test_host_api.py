@@ -234,7 +234,9 @@ def test_a_model_failure_is_a_424_and_the_host_stays_up(minilm: OnnxEmbedder) ->
     assert dead.status_code == 503 and dead.json["error_type"] == "unhealthy"
 
 
-def test_api_key_protects_everything_but_health_and_metrics(minilm: OnnxEmbedder) -> None:
+def test_api_key_protects_everything_but_health_and_local_metrics(
+    minilm: OnnxEmbedder
+) -> None:
     app = make_app(minilm, api_key="s3cret")
     client = app.test_client()
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
@@ -242,9 +244,28 @@ def test_api_key_protects_everything_but_health_and_metrics(minilm: OnnxEmbedder
         assert resp.status_code == 401 and resp.json["error_type"] == "unauthorized"
     assert client.get("/info").status_code == 401
     assert client.get("/health").status_code == 200 and client.get("/metrics").status_code == 200
+    # Off this machine, /metrics needs the key like the rest; /health stays open.
+    remote = {"REMOTE_ADDR": "203.0.113.7"}
+    assert client.get("/metrics", environ_base=remote).status_code == 401
+    assert client.get("/metrics", environ_base=remote,
+                      headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.get("/health", environ_base=remote).status_code == 200
     for header in ("Bearer s3cret", "bearer s3cret", "BEARER  s3cret"):  # RFC 7235: any case
         ok = client.post("/embed", json={"inputs": "a"}, headers={"Authorization": header})
         assert ok.status_code == 200, header
+    close_host_app(app)
+
+
+def test_without_a_key_metrics_answer_this_machine_only(minilm: OnnxEmbedder) -> None:
+    """A host opened on purpose (SIDECAR_MODEL_HOST_ALLOW_OPEN) still keeps its counters to
+    itself: a unix socket or loopback sees them, another address does not."""
+    app = make_app(minilm)
+    client = app.test_client()
+    for local in ("127.0.0.1", "::1", "::ffff:127.0.0.1", ""):
+        assert client.get("/metrics", environ_base={"REMOTE_ADDR": local}).status_code == 200
+    far = client.get("/metrics", environ_base={"REMOTE_ADDR": "198.51.100.4"})
+    assert far.status_code == 403 and "SIDECAR_MODEL_HOST_API_KEY" in far.json["error"]
+    assert client.get("/health", environ_base={"REMOTE_ADDR": "198.51.100.4"}).status_code == 200
     close_host_app(app)
 
 

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from tests.conftest import demo_forum, owner_url
 
-MODERATOR_KEY = "mod-key-9f8e7d6c5b4a"
+MODERATOR_KEY = "mod-4e64eeaad6357eca9d3de2df0eb0754f"
 CE = "cross-encoder:mmarco-tiny"
 BI = "bi-encoder:all-minilm-l6-v2"
 
