@@ -8,6 +8,7 @@ transaction, under an advisory lock so that several processes starting together 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import re
 from dataclasses import dataclass
@@ -64,7 +65,12 @@ def load_migrations(track: str) -> list[Migration]:
         match = _FILE.match(entry.name)
         if match:
             found.append(Migration(track, int(match[1]), match[2], entry.read_text("utf-8")))
-    return sorted(found, key=lambda m: m.version)
+    found.sort(key=lambda m: m.version)
+    twice = sorted({f"{a.version:04d}" for a, b in itertools.pairwise(found)
+                    if a.version == b.version})
+    if twice:  # two branches that both added "the next" migration: renumber one of them
+        raise ConfigurationError(f"migrations of {track} share a number: {', '.join(twice)}")
+    return found
 
 
 def parse_version(text: str) -> tuple[int, ...]:

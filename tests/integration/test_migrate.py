@@ -120,3 +120,11 @@ def test_a_bge_m3_sized_vector_stays_in_its_row(db_url: str) -> None:
     assert stored == {"n": 40, "lo": 1024, "hi": 4000}
     assert toast is not None and toast["bytes"] == 0
 
+
+
+def test_every_migration_has_a_number_of_its_own() -> None:
+    from sidecar.db.migrate import load_migrations
+
+    for track in ("sidecar", "forum"):
+        versions = [m.version for m in load_migrations(track)]
+        assert len(versions) == len(set(versions)), track
