@@ -173,7 +173,7 @@ def test_the_backfill_removes_vectors_of_posts_no_longer_public_whatever_the_eve
     backfill, which removes them in bounded batches and says how many."""
     from jobs import planner
 
-    url = indexed.urls.database_url
+    url = owner_url(indexed.urls.database_url)  # the forum writes; the sidecar only reads
     before = {p for p, _ in vector_rows(url, indexed.model.id)}
     with psycopg.connect(url) as conn:
         deleted, hidden = sorted(before)[:2]

@@ -236,7 +236,7 @@ def test_a_post_goes_only_when_the_database_says_so(api: Any, forum: Resources) 
 
 
 def _embedded_post(api: Any, forum: Resources) -> dict[str, Any]:
-    post = add_post(forum.urls.database_url, PUBLIC_TOPIC, ANSWER)
+    post = add_post(owner_url(forum.urls.database_url), PUBLIC_TOPIC, ANSWER)
     assert deliver(api, "post_created", post_payload(post)).status_code == 202
     work(forum)
     assert post["id"] in {pid for pid, _ in vector_rows(forum.urls.database_url, forum.model.id)}
@@ -255,7 +255,7 @@ def test_a_removal_delivered_before_the_forum_committed_it_is_not_lost(
     """Fault (the review's): deliver, then delete, then redeliver. A post_destroyed that reached
     the sidecar before the forum's commit (or a replica's) changed nothing, yet was remembered:
     Discourse's redelivery was a "duplicate" and the vectors stayed at rest for good."""
-    url = forum.urls.database_url
+    url = owner_url(forum.urls.database_url)  # the forum writes; the sidecar only reads
     post = _embedded_post(api, forum)
     early = deliver(api, "post_destroyed", post_payload(post), event_id=880)
     assert early.status_code == 202 and early.json["vectors_removed"] == 0  # still public
@@ -277,7 +277,7 @@ def test_a_hint_that_changed_nothing_is_looked_at_again_later(forum: Resources) 
     quick = dataclasses.replace(forum, settings=forum.settings.model_copy(
         update={"discourse_recheck_s": 1}))
     api = create_app(quick.settings, quick).test_client()
-    url = forum.urls.database_url
+    url = owner_url(forum.urls.database_url)  # the forum writes; the sidecar only reads
     post = _embedded_post(api, quick)
     index = queues.queue(forum.redis, forum.settings, "index")
     for event_id in (900, 901, 902):  # Discourse's delivery, then replays of its body
