@@ -50,6 +50,10 @@ class ModelManifest:
     passage_prefix: str = ""
     architecture: str = "unknown"
     source: str = ""
+    training: dict[str, Any] | None = None
+    """How a model trained here was made (``sidecar train-reranker``): what it was initialised
+    from, the forum and date, its pairs, held-out figures, and the score it corrects. None for
+    a model prepared from elsewhere."""
 
     def __post_init__(self) -> None:
         # Validate eagerly: a bad manifest should fail at start-up, not on the first request.

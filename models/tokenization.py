@@ -126,12 +126,13 @@ class TextTokenizer:
     ) -> list[tuple[list[int], list[int]]]:
         """``(input_ids, token_type_ids)`` of each (query, passage) pair, for cross-encoders.
 
-        The passage is truncated first; the query is only cut when it alone would leave no room
-        for the passage, and then to half the budget, so every pair still shows some passage.
+        The passage is truncated first; the query takes at most half of the budget, so every
+        pair shows at least as much passage as question (a long question on a short model, the
+        forum's own reranker at 160 tokens, would otherwise crowd the post out).
         """
         budget = self.max_length - self._specials_pair
         query_enc = self._plain.encode(query, add_special_tokens=False)
-        if len(query_enc.ids) >= budget:
+        if len(query_enc.ids) > budget // 2:
             query_enc.truncate(budget // 2)
         room = budget - len(query_enc.ids)
         pairs: list[tuple[list[int], list[int]]] = []

@@ -24,6 +24,7 @@ from sidecar.core.condense import Turn
 from sidecar.core.evidence import PostText, evidence_item, plain_text
 from sidecar.core.gate import GateDecision, check_input
 from sidecar.core.knee import knee_cut
+from sidecar.core.rerank_score import Residual
 from sidecar.core.trace import StepFailed, Trace
 from sidecar.core.types import TopicHit
 from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
@@ -89,6 +90,11 @@ class PipelineResources(Protocol):
     @property
     def reranker_error(self) -> str | None:
         """Why the configured cross-encoder is not loaded, if it is not."""
+        ...
+
+    @property
+    def reranker_residual(self) -> Residual | None:
+        """The cosine the served reranker corrects (a forum-trained one), else None."""
         ...
 
 
@@ -360,7 +366,12 @@ class RetrievalPipeline:
                 detail.update(method="cross-encoder", model=reranker.name,
                               provider=reranker.provider)
                 try:
-                    detail["pairs"] = cross_encode(reranker, query, candidates)
+                    residual = self.res.reranker_residual
+                    detail["pairs"] = cross_encode(reranker, query, candidates, residual)
+                    if residual is not None:
+                        detail["residual"] = {"of": f"bi-encoder:{residual.model}",
+                                              "cosine_weight": round(residual.cosine_weight, 4),
+                                              "bias": round(residual.bias, 4)}
                 except Exception as exc:
                     for c in candidates:
                         c.scores = []

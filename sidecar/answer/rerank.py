@@ -3,7 +3,9 @@
 Retrieve wide, rerank narrow (design notes 000 and 004): hybrid search finds about three times
 the evidence budget, the cross-encoder scores (question, post text) pairs, the best ``limit``
 topics are kept. A topic is represented by the post chooser's first two public posts; its score
-is the best of theirs, and that post becomes the evidence.
+is the best of theirs, and that post becomes the evidence. Each post is read with its topic's
+title (:func:`sidecar.core.rerank_score.rerank_passage`); the forum's own reranker lowers the
+post's cosine where it reads no answer (:class:`sidecar.core.rerank_score.Residual`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.protocols import Reranker
-from sidecar.core.evidence import PostText, passage
+from sidecar.core.evidence import PostText
+from sidecar.core.rerank_score import Residual, rerank_passage
 from sidecar.core.types import TopicHit
 
 # Posts of one topic sent to the cross-encoder: the post chooser's first two (the linked post,
@@ -54,13 +57,15 @@ class RerankError(Exception):
     """The cross-encoder gave no usable scores."""
 
 
-def cross_encode(reranker: Reranker, question: str, candidates: Sequence[Candidate]) -> int:
+def cross_encode(reranker: Reranker, question: str, candidates: Sequence[Candidate],
+                 residual: Residual | None = None) -> int:
     """Score every candidate post against ``question`` in one batch; returns the pair count.
 
-    Raises :class:`RerankError` (or the model's own error) when scores are missing or not
-    finite: the caller then keeps the fused order.
+    With ``residual`` (the forum's own reranker), a post's score is its cosine's, lowered by
+    the model (:meth:`Residual.score`). Raises :class:`RerankError` (or the model's own error)
+    when scores are missing or not finite: the caller then keeps the fused order.
     """
-    texts = [passage(post.text) for c in candidates for post in c.posts]
+    texts = [rerank_passage(post.title, post.text) for c in candidates for post in c.posts]
     if not texts:
         return 0
     raw = np.asarray(reranker.score(question, texts), dtype=np.float64)
@@ -73,7 +78,11 @@ def cross_encode(reranker: Reranker, question: str, candidates: Sequence[Candida
         raise RerankError("the cross-encoder returned a non-finite score")
     it = iter(values)
     for c in candidates:
-        c.scores = [next(it) for _ in c.posts]
+        logits = [next(it) for _ in c.posts]
+        if residual is not None:
+            logits = [residual.score(v, c.topic.similarity_of(p.post_id))
+                      for v, p in zip(logits, c.posts, strict=True)]
+        c.scores = list(logits)
     return len(texts)
 
 

@@ -27,6 +27,7 @@ PARTS: dict[str, str] = {
     "scale": "sidecar.bench.scale_part",
     "related": "sidecar.bench.related_part",
     "seeds": "sidecar.bench.seeds_part",
+    "rerank": "sidecar.bench.rerank_part",
 }
 # What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes, seeds
 # checks the scale part's generator.

@@ -61,14 +61,18 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
               show_default=True, help="Folder for results.json and summary.md.")
 @click.option("--part", "parts", multiple=True,
               type=click.Choice(["models", "vectors", "backfill", "e2e", "chain", "scale",
-                                 "seeds", "related"]),
-              help="Run only these parts (repeatable). Default: all but scale and related "
-                   "(related: /v1/topics/<id>/related cold and warm beside /v1/search on the "
-                   "scale part's forum; takes --posts, --private-share, --dims, --vectors).")
+                                 "seeds", "related", "rerank"]),
+              help="Run only these parts (repeatable). Default: all but scale, related and "
+                   "rerank (related: /v1/topics/<id>/related cold and warm beside /v1/search "
+                   "on the scale part's forum; takes --posts, --private-share, --dims, "
+                   "--vectors; rerank: the forum's reranker's training time on --dump's forum "
+                   "and the latency it adds to /v1/retrieve).")
 @click.option("--quick", is_flag=True, help="Small sizes: checks that every part runs.")
 @click.option("--dump", type=click.Path(path_type=Path, exists=True, file_okay=False),
-              help="scale, seeds: the dump resampled into forums (default "
-                   "../shared/eval/qatarliving).")
+              help="scale, seeds: the dump resampled into forums; rerank: the forum trained on "
+                   "(default ../shared/eval/qatarliving).")
+@click.option("--train-minutes", type=click.FloatRange(min=1), default=None,
+              help="rerank: the training budget (default 60; 5 with --quick).")
 @click.option("--posts", help="scale: forum sizes, e.g. 100000,300000,1000000.")
 @click.option("--private-share", type=click.FloatRange(0.0, 0.95), default=0.5,
               show_default=True, help="scale: share of the posts that are not public.")
@@ -95,7 +99,8 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
           posts: str | None, private_share: float, dims: str | None, hnsw: str | None,
           ef_search: str | None, iterative_scan: str | None, max_scan_tuples: str | None,
           overfetch: str | None, hybrid: bool, indexes: tuple[str, ...], vectors: str,
-          keyword_max_words: str | None, keyword_only: bool) -> None:
+          keyword_max_words: str | None, keyword_only: bool, train_minutes: float | None
+          ) -> None:
     """Measure speed: models, vector search, backfill, end-to-end HTTP, rerank chain, and
     (``--part scale``) search on forums of up to a million posts."""
     from sidecar.bench.runner import DEFAULT_PARTS, run_bench
@@ -104,7 +109,8 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
     scale = scale_extras(dump, posts, private_share, dims, hnsw, ef_search, iterative_scan,
                          max_scan_tuples, overfetch, hybrid, vectors, indexes,
                          keyword_max_words, keyword_only)
-    extras = {"scale": scale, "related": scale, "seeds": {"dump": dump}}
+    extras = {"scale": scale, "related": scale, "seeds": {"dump": dump},
+              "rerank": {"dump": dump, "train_minutes": train_minutes}}
     tables, summary = run_bench(settings, out, chosen, quick=quick,
                                 command="sidecar bench " + " ".join(sys.argv[2:]),
                                 extras=extras)

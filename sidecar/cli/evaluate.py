@@ -46,11 +46,16 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
               help="--part zones: leave-out folds (each hides 1/folds of the judged topics).")
 @click.option("--allow-rejected", is_flag=True,
               help="Evaluate even if the dump's import rejects rows (they are left out).")
+@click.option("--train-reranker", is_flag=True,
+              help="First train the forum's own reranker on the dump's forum (never a topic "
+                   "judged relevant to its questions), then evaluate with it served.")
+@click.option("--train-minutes", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="--train-reranker: its training budget.")
 @click.pass_obj
 def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline: str, out: Path,
              seed: int, resamples: int, query_fields: str, no_png: bool,
              list_configs: bool, allow_rejected: bool, part: str, ood: tuple[Path, ...],
-             folds: int) -> None:
+             folds: int, train_reranker: bool, train_minutes: float) -> None:
     """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
 
     The dump is imported and embedded once into a database of its own (reused while the dump,
@@ -68,6 +73,8 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
     if not (dump / "queries.jsonl").is_file():
         raise click.UsageError(
             f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
+    if train_reranker:
+        settings = _with_trained_reranker(settings, dump, train_minutes)
     if part == "zones":
         _zones(settings, dump, ood, folds=folds, seed=seed, out=out, png=not no_png,
                resamples=resamples)
@@ -85,6 +92,23 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
         click.echo(f"written ({kind}): {path}")
     if "png" not in written and not no_png:
         click.echo("no chart: matplotlib is not installed (pip install '.[dev]')", err=True)
+
+
+def _with_trained_reranker(settings: Settings, dump: Path, minutes: float) -> Settings:
+    """The settings with a reranker trained on the dump's forum as the served cross-encoder."""
+    # Heavy (the models, torch while training): loaded when the command runs.
+    from sidecar.training.for_eval import trained_for_eval
+    from sidecar.training.run import TrainOptions
+
+    if settings.rerank_model or settings.rerank_url or settings.rerank_model_path:
+        raise click.UsageError("--train-reranker evaluates the forum's own reranker: unset "
+                               "SIDECAR_RERANK_MODEL/URL/MODEL_PATH")
+    model_dir, record = trained_for_eval(settings, dump, TrainOptions(budget_s=minutes * 60))
+    held = record.get("held_out", {}).get("mrr")
+    click.echo(f"reranker trained on the dump's forum: {model_dir}"
+               + (f" (held-out MRR {held['new']} against {held['served']})" if held else ""),
+               err=True)
+    return settings.model_copy(update={"rerank_model_path": model_dir})
 
 
 def _zones(settings: Settings, dump: Path, ood: tuple[Path, ...], *, folds: int, seed: int,

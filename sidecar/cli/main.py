@@ -22,6 +22,7 @@ from sidecar.cli.output import echo_json
 from sidecar.cli.related_eval import eval_related
 from sidecar.cli.retrievals import retrievals
 from sidecar.cli.run import prepare, run, search_cmd, serve
+from sidecar.cli.train_reranker import reranker, train_reranker_cmd
 from sidecar.cli.tune import tune_cmd
 from sidecar.cli.tune_links import tune_links_cmd
 from sidecar.config.settings import Settings, load_settings
@@ -83,7 +84,7 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 # Commands live in one module per concern, registered here.
 for _command in (
     db, run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
-    retrievals, evaluate, tune_cmd, tune_links_cmd, calibrate_cmd, bench, keyword, dump_mail,
-    eval_related,
+    retrievals, evaluate, tune_cmd, tune_links_cmd, train_reranker_cmd, reranker, calibrate_cmd,
+    bench, keyword, dump_mail, eval_related,
 ):
     main.add_command(_command)

@@ -71,6 +71,13 @@ class TopicHit:
     # The stored similarity of its public post most similar to the question (set with
     # ``answers``; None without a query vector): the bi-encoder's relevance of the topic.
     similarity: float | None = None
+    # The stored similarity of each public post the chooser read, (post id, similarity): what
+    # the forum's reranker corrects (sidecar.core.rerank_score).
+    post_similarity: tuple[tuple[int, float], ...] = ()
+
+    def similarity_of(self, post_id: int) -> float | None:
+        """The stored similarity of one of its posts to the question, when the chooser read it."""
+        return next((s for pid, s in self.post_similarity if pid == post_id), None)
 
     @property
     def best(self) -> FusedPost:

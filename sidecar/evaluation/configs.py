@@ -108,6 +108,10 @@ CATALOGUE: tuple[EvalConfig, ...] = (
        "stage: cross-encoder rerank", "semantic-best", stages=("rerank",)),
     _c("hybrid-best-rerank", "hybrid RRF, then the cross-encoder reranks the top topics",
        "stage: cross-encoder rerank", "hybrid-best", mode=Mode.HYBRID, stages=("rerank",)),
+    _c("hybrid-lift-rerank", "the served default (lift), then the cross-encoder reranks the "
+       "top topics and picks each one's post, as /v1/retrieve does", "stage: cross-encoder "
+       "rerank", "hybrid-lift", mode=Mode.HYBRID, fusion=Fusion(FusionMethod.LIFT, lift=0.02),
+       stages=("rerank",)),
     # The deterministic rerank chain (sidecar/core/chain.py), one stage at a time.
     _c("hybrid-best-mmr", "hybrid RRF, then MMR diversity over topics (lambda 0.7)",
        "chain: MMR diversity (lambda 0.7)", "hybrid-best", mode=Mode.HYBRID,

@@ -59,7 +59,7 @@ class CrossEncoderRerank:
         candidates = load_candidates(self.res, head)
         if not candidates:
             return tail
-        cross_encode(self.reranker, query, candidates)
+        cross_encode(self.reranker, query, candidates, self.res.reranker_residual)
         reranked = []
         for c in by_relevance(candidates):
             best = c.best_post.post_id

@@ -39,6 +39,27 @@ def auroc_ci(pos: Sequence[float], neg: Sequence[float], *, resamples: int = 200
             "ci_high": round(float(np.quantile(stats, 1 - alpha)), 4)}
 
 
+def auroc_difference_ci(pos: Sequence[tuple[float, float]], neg: Sequence[tuple[float, float]],
+                        *, resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+                        ) -> dict[str, float]:
+    """AUROC of a first score minus that of a second, each question scored by both
+    (``(first, second)`` per question), with a paired percentile bootstrap CI."""
+    p, n = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    y = np.r_[np.ones(len(p)), np.zeros(len(n))]
+
+    def diff(bp: np.ndarray, bn: np.ndarray) -> float:
+        return float(roc_auc_score(y, np.r_[bp[:, 0], bn[:, 0]])
+                     - roc_auc_score(y, np.r_[bp[:, 1], bn[:, 1]]))
+
+    rng = np.random.default_rng(seed)
+    stats = [diff(p[rng.integers(0, len(p), len(p))], n[rng.integers(0, len(n), len(n))])
+             for _ in range(resamples)]
+    alpha = (1 - confidence) / 2
+    return {"difference": round(diff(p, n), 4),
+            "ci_low": round(float(np.quantile(stats, alpha)), 4),
+            "ci_high": round(float(np.quantile(stats, 1 - alpha)), 4)}
+
+
 def risk_coverage(pos: Sequence[float], neg: Sequence[float], points: int = 21
                   ) -> list[dict[str, float]]:
     """Answer when score >= t: for thresholds at the pooled quantiles, the share of all

@@ -38,10 +38,15 @@ from sidecar.core.answerability import Combined, ZoneCalibration, calibrate, top
 from sidecar.core.calibration import zone_of
 from sidecar.core.trace import Trace
 from sidecar.core.types import Leg
-from sidecar.core.zones import Thresholds
+from sidecar.core.zones import ScorerKind, Thresholds
 from sidecar.evaluation.dataset import EvalQuery, load_dataset
 from sidecar.evaluation.state import prepare_state
-from sidecar.evaluation.zone_stats import auroc_ci, cv_logistic, risk_coverage
+from sidecar.evaluation.zone_stats import (
+    auroc_ci,
+    auroc_difference_ci,
+    cv_logistic,
+    risk_coverage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,7 @@ SIDES: tuple[str, ...] = ("answerable", "leave_out", "out_of_domain")
 # "combined" is a fixed function of two others (sidecar.core.answerability.Combined).
 MODEL_SIGNALS: tuple[str, ...] = tuple(s for s in SIGNALS if s not in ("matched", "combined"))
 MAX_OOD = 300  # out-of-domain questions asked per other dump (a seeded sample)
+NOTHING = -1e6  # a cross-encoder's score where nothing was found (below any logit)
 
 
 @dataclass
@@ -67,8 +73,10 @@ class Asked:
 
 
 def signals(assessed: Assessment, query: str) -> dict[str, float]:
-    """The candidate answerability signals of one assessment (0 where a leg found nothing)."""
+    """The candidate answerability signals of one assessment (0 where a leg found nothing);
+    with a cross-encoder, its score is ``rerank`` and ``similarity`` stays the cosine's."""
     topics = assessed.found.topics
+    cosines = [c.topic.similarity for c in assessed.kept if c.topic.similarity is not None]
     fused = [t.score for t in topics[:2]] + [0.0, 0.0]
 
     def first(leg: str) -> int | None:
@@ -77,8 +85,11 @@ def signals(assessed: Assessment, query: str) -> dict[str, float]:
 
     keyword = top_keyword(topics)
     sem_first, kw_first = first(Leg.SEMANTIC), first(Leg.KEYWORD)
+    reranked = ({"rerank": assessed.top if assessed.top is not None else NOTHING}
+                if assessed.kind is ScorerKind.CROSS_ENCODER else {})
     return {
-        "similarity": assessed.top if assessed.top is not None else 0.0,
+        **reranked,
+        "similarity": max(cosines) if cosines else 0.0,
         "fused": fused[0],
         "keyword": keyword,
         "margin": fused[0] - fused[1],
@@ -193,14 +204,16 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
                            disable=not progress):
                 asked.append(ask(pipeline, "out_of_domain", (f"{path.name}:{oq.id}", oq.text),
                                  limit, max_chars))
+        scorer = pipeline.assess("calibration check", limit, Trace()).scorer
+        kind = scorer.split(":", 1)[0]
+        # The zone's own score: the cross-encoder's when one is served, else the cosine.
+        zone_signal = "rerank" if kind == "cross-encoder" else "similarity"
         # The label-free combination, standardised on the same calibration questions.
         combine = Combined.fit(calibration.scores, calibration.keyword)
         for a in asked:
-            a.signals["combined"] = combine(a.signals["similarity"], a.signals["keyword"])
+            a.signals["combined"] = combine(a.signals[zone_signal], a.signals["keyword"])
         combined_cal = [combine(x, k) for x, k in zip(calibration.scores, calibration.keyword,
                                                       strict=True)]
-        scorer = pipeline.assess("calibration check", limit, Trace()).scorer
-        kind = scorer.split(":", 1)[0]
         s = res.settings
         fixed = (Thresholds(s.zone_ce_abstain, s.zone_ce_normal) if kind == "cross-encoder"
                  else Thresholds(s.zone_cos_abstain, s.zone_cos_normal))
@@ -223,14 +236,17 @@ def run_zones(settings: Settings, dump: Path, *, ood: Sequence[Path] = (), folds
                           *((("members' questions", by_members[1], by_members[0]),)
                             if by_members else ()))},
             "auroc": _auroc(by_side, resamples, seed),
+            **({"auroc_rerank_minus_cosine": _rerank_gain(by_side, resamples, seed)}
+               if zone_signal == "rerank" else {}),
             "logistic": cv_logistic(by_side["answerable"], by_side["leave_out"], fold_of,
-                                    MODEL_SIGNALS, seed),
-            "tradeoff": tradeoff(calibration.scores, by_side),
+                                    _present(asked, MODEL_SIGNALS), seed),
+            "tradeoff": tradeoff(calibration.scores, by_side, zone_signal),
             "tradeoff_combined": tradeoff(combined_cal, by_side, "combined"),
             "risk_coverage": {sig: risk_coverage(
                 [a.signals[sig] for a in by_side["answerable"]],
                 [a.signals[sig] for a in by_side["leave_out"] + by_side["out_of_domain"]])
-                for sig in ("similarity", "fused", "keyword", "combined")},
+                for sig in _present(asked, ("rerank", "similarity", "fused", "keyword",
+                                            "combined"))},
             "per_query": [{"side": a.side, "query_id": a.query_id, "top": a.top,
                            "evidence_hit": a.evidence_hit,
                            **{k: round(v, 6) for k, v in a.signals.items()}} for a in asked],
@@ -316,6 +332,23 @@ def _auroc(by_side: dict[str, list[Asked]], resamples: int, seed: int) -> dict[s
         if not pos or not neg:
             continue
         out[side] = {sig: auroc_ci([a.signals[sig] for a in pos], [a.signals[sig] for a in neg],
-                                   resamples=resamples, seed=seed) for sig in SIGNALS}
+                                   resamples=resamples, seed=seed)
+                     for sig in _present(pos + neg, ("rerank", *SIGNALS))}
     return out
+
+
+def _present(rows: Sequence[Asked], names: Sequence[str]) -> tuple[str, ...]:
+    """The signals among ``names`` that every row has (``rerank`` only with a cross-encoder)."""
+    return tuple(n for n in names if rows and all(n in a.signals for a in rows))
+
+
+def _rerank_gain(by_side: dict[str, list[Asked]], resamples: int, seed: int) -> dict[str, Any]:
+    """AUROC of the reranker's score minus the cosine's, answerable against each unanswerable
+    side, with a paired bootstrap CI (the same questions resampled for both)."""
+    pos = by_side["answerable"]
+    return {side: auroc_difference_ci(
+                [(a.signals["rerank"], a.signals["similarity"]) for a in pos],
+                [(a.signals["rerank"], a.signals["similarity"]) for a in by_side[side]],
+                resamples=resamples, seed=seed)
+            for side in ("leave_out", "out_of_domain") if pos and by_side[side]}
 

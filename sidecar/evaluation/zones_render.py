@@ -40,6 +40,14 @@ def to_markdown(doc: dict[str, Any]) -> str:
         for signal, v in per.items():
             lines.append(f"| {signal} | {v['auroc']:.3f} [{v['ci_low']:.3f}, "
                          f"{v['ci_high']:.3f}] |")
+    gain = doc.get("auroc_rerank_minus_cosine")
+    if gain:
+        lines += ["", "The reranker's score against the cosine on the same questions (AUROC "
+                  "difference, paired 95% bootstrap CI):", "", "| against | rerank − cosine |",
+                  "|---|---|"]
+        for side, v in gain.items():
+            lines.append(f"| {SIDE_NAMES[side]} | {v['difference']:+.3f} [{v['ci_low']:+.3f}, "
+                         f"{v['ci_high']:+.3f}] |")
     trade = doc.get("tradeoff")
     if trade:
         lines += _tradeoff_tables("Other calibration percentiles (`sidecar calibrate "

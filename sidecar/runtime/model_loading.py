@@ -9,6 +9,7 @@ it from its manifest without loading it.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from models import ModelError
 from models import load_embedder as load_onnx_embedder
@@ -18,6 +19,7 @@ from models.client_apis import remote_embedder
 from models.manifest import read_manifest
 from models.protocols import Embedder, Reranker
 from sidecar.config.settings import Settings
+from sidecar.core.rerank_score import Residual
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, find_model, register_model
 from sidecar.db.pool import DictConn
@@ -126,14 +128,16 @@ def resolve_model(db: Database, settings: Settings, name: str | None = None) -> 
                               pooling=manifest.pooling, checksum=manifest.checksum)
 
 
-def load_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
-    """The configured cross-encoder, or (None, why) — reranking degrades, it never blocks start."""
+def load_reranker(settings: Settings, promoted: Path | None = None
+                  ) -> tuple[Reranker | None, str | None]:
+    """The configured cross-encoder, else the forum's promoted one (``promoted``, its model
+    directory), or (None, why) — reranking degrades, it never blocks start."""
     if settings.rerank_url:
         key = settings.rerank_api_key.get_secret_value() if settings.rerank_api_key else None
         # Lazy: a model host that is down now only disables reranking until it is back.
         return RemoteReranker(settings.rerank_url, name=settings.rerank_model,
                               timeout=settings.model_timeout_s, api_key=key), None
-    path = settings.rerank_dir()
+    path = settings.rerank_dir() or promoted
     if path is None:
         return None, None
     try:
@@ -144,3 +148,22 @@ def load_reranker(settings: Settings) -> tuple[Reranker | None, str | None]:
     except Exception as exc:  # a broken reranker must not take search down with it
         log.error("cross-encoder %s failed to load: %s", path, exc)
         return None, f"{type(exc).__name__}: {exc}"
+
+
+def residual_of(reranker: Reranker, model: RegisteredModel, strategy: int) -> Residual | None:
+    """The cosine a forum-trained reranker corrects (its manifest's training record), or None
+    for a general cross-encoder. Raises :class:`ConfigurationError` when it was trained over
+    another embedding model or strategy: its corrections mean nothing over other cosines."""
+    manifest = getattr(reranker, "manifest", None)
+    record = getattr(manifest, "training", None) or {}
+    found = record.get("residual")
+    if not found:
+        return None
+    residual = Residual(model=str(found["model"]), strategy=int(found["strategy"]),
+                        cosine_weight=float(found["cosine_weight"]), bias=float(found["bias"]))
+    if (residual.model, residual.strategy) != (model.name, strategy):
+        raise ConfigurationError(
+            f"reranker {reranker.name} corrects the cosine of {residual.model} strategy "
+            f"{residual.strategy}, this sidecar searches {model.name} strategy {strategy}: "
+            "train it again (`sidecar train-reranker`)")
+    return residual

@@ -24,6 +24,7 @@ from models.protocols import Embedder, Reranker
 from sidecar.answer.pipeline import RetrievalPipeline
 from sidecar.answer.sanitize_service import SanitizeService
 from sidecar.config.settings import Settings
+from sidecar.core.rerank_score import Residual
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, registered_model
 from sidecar.db.migrate import check_current, parse_version, pgvector_version, upgrade
@@ -37,6 +38,7 @@ from sidecar.runtime.model_loading import (
     load_prepared_embedder,
     load_reranker,
     register_embedder,
+    residual_of,
     resolve_model,
 )
 from sidecar.runtime.services import ServiceUrls, resolve_services
@@ -57,6 +59,7 @@ class LoadedModels:
     profile: ProfileState
     reranker: Reranker | None = None
     reranker_error: str | None = None  # why the configured cross-encoder is not loaded
+    residual: Residual | None = None  # the cosine a forum-trained reranker corrects
 
 
 class _Once(Generic[T]):
@@ -133,6 +136,11 @@ class Resources:
     def reranker_error(self) -> str | None:
         """Why the configured cross-encoder is not loaded, if it is not."""
         return self.loaded_models().reranker_error
+
+    @property
+    def reranker_residual(self) -> Residual | None:
+        """The cosine the served reranker corrects (a forum-trained one), else None."""
+        return self.loaded_models().residual
 
     def conninfo(self, purpose: Purpose) -> str:
         """The database's connection string with a ``purpose``'s name and limits (for the
@@ -251,16 +259,23 @@ def _load_models(settings: Settings, db: Database, pgvector: str, embedder: Embe
     if embedder is None:
         embedder = load_embedder(settings)
         owned.append(embedder)
-    reranker_error = None
-    if reranker is None:
-        reranker, reranker_error = load_reranker(settings)
-        owned.append(reranker)
     with db.connection() as conn:
         model = register_embedder(conn, embedder)
     profile = load_served(settings, model.name)
+    reranker_error = None
+    if reranker is None:
+        reranker, reranker_error = load_reranker(settings, profile.promoted_reranker(settings))
+        owned.append(reranker)
+    residual = None
+    if reranker is not None:
+        try:
+            residual = residual_of(reranker, model, settings.strategy)
+        except ConfigurationError as exc:  # served without it would mis-score: not served
+            log.error("%s", exc)
+            reranker, reranker_error = None, str(exc)
     search = SearchService(db, embedder, model, settings,
                            iterative_scan=parse_version(pgvector) >= (0, 8, 0),
                            served=profile.config, served_details=profile.details_config,
                            served_by=profile.served_by(), link_rule=profile.link_rule())
     return LoadedModels(embedder=embedder, search=search, profile=profile, reranker=reranker,
-                        reranker_error=reranker_error), model
+                        reranker_error=reranker_error, residual=residual), model

@@ -77,9 +77,11 @@ class PostLinker:
                 fused = {p.post_id: p.score for p in topic.posts}
                 choice = choose([_features(r, keyword, fused) for r in posts], chooser, rule)
                 reasons[choice.reason] += 1
-                sims = [r.similarity for r in posts if r.similarity is not None]
+                sims = tuple((r.post_id, r.similarity) for r in posts
+                             if r.similarity is not None)
                 linked.append(replace(topic, answers=choice.order, link_reason=choice.reason,
-                                      similarity=max(sims) if sims else None))
+                                      similarity=max(s for _, s in sims) if sims else None,
+                                      post_similarity=sims))
             detail.update(reasons=dict(reasons),
                           changed=sum(1 for t in linked if t.link_id != t.best.post_id))
         return linked + list(topics[n:])

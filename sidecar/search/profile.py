@@ -33,6 +33,7 @@ from sidecar.core.postchoice import ANSWER_RULE, LinkRule
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import ConfigurationError
+from sidecar.search.served_reranker import RerankerEntry
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,9 @@ class SearchProfile(BaseModel):
     pending: dict[str, PendingZonesModel] = Field(
         default_factory=dict, description="Calibrations that moved past their bound, per "
         "scorer: never served; `sidecar calibrate --approve` serves them.")
+    reranker: RerankerEntry | None = Field(
+        default=None, description="The forum's own reranker, promoted by `sidecar "
+                                  "train-reranker` (absent: none, or the settings' one).")
 
     @property
     def tuned(self) -> bool:
@@ -223,6 +227,15 @@ class ProfileState:
             return ANSWER_RULE
         assert self.profile is not None and self.profile.link_rule is not None
         return self.profile.link_rule.to_rule()
+
+    def promoted_reranker(self, settings: Settings) -> Path | None:
+        """The model directory of the forum's promoted reranker, when the profile applies to
+        the served model and has one (``sidecar train-reranker``)."""
+        applies = self.profile is not None and (self.note is None or "not applied" not in
+                                                self.note)
+        if not applies or self.profile is None or self.profile.reranker is None:
+            return None
+        return self.profile.reranker.directory(settings)
 
     def zones_for(self, scorer: str) -> ZoneCalibration | None:
         """The calibrated zone thresholds of a scorer, when the profile applies and has them."""

@@ -104,3 +104,15 @@ def test_eval_with_some_rejected_rows_runs_only_when_allowed(
     # The state is reused now, and still refused without the flag.
     again = CliRunner().invoke(main, args, env=_env(eval_settings))
     assert again.exit_code != 0 and "posts.jsonl:25" in again.output
+
+
+def test_eval_train_reranker_refuses_a_forum_too_small_to_train(eval_settings: Any,
+                                                                tmp_path: Path) -> None:
+    from sidecar.runtime.bootstrap import demo_dir
+
+    result = CliRunner().invoke(main, [
+        "eval", "--dump", str(demo_dir()), "--train-reranker", "--part", "zones",
+        "--out", str(tmp_path / "zones.json")], env=_env(eval_settings))
+    assert result.exit_code == 2, result.output
+    assert "needs at least 300" in result.output
+    assert not (tmp_path / "zones.json").exists()

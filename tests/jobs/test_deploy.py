@@ -74,7 +74,8 @@ def _unit_commands(unit: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("unit", ["sidecar-api.service", "sidecar-worker.service",
-                                  "sidecar-backfill.service", "sidecar-calibrate.service"])
+                                  "sidecar-backfill.service", "sidecar-calibrate.service",
+                                  "sidecar-train-reranker.service"])
 def test_the_units_call_commands_that_exist(unit: str) -> None:
     from click.testing import CliRunner
 
@@ -100,6 +101,18 @@ def test_the_weekly_calibration_reloads_the_api() -> None:
     # The API reads the profile at start-up: the unit reloads it, which the API unit supports.
     assert "ExecStartPost=+/bin/systemctl reload sidecar-api.service" in service
     assert re.search(r"^ExecReload=", (DEPLOY / "sidecar-api.service").read_text(), re.M)
+
+
+def test_the_monthly_training_reloads_the_api_only_when_it_promoted() -> None:
+    timer = (DEPLOY / "sidecar-train-reranker.timer").read_text()
+    assert re.search(r"^OnCalendar=Sat \*-\*-01\.\.07 ", timer, re.M)
+    assert "Persistent=true" in timer
+    service = (DEPLOY / "sidecar-train-reranker.service").read_text()
+    assert _unit_commands(DEPLOY / "sidecar-train-reranker.service") == [
+        ["train-reranker", "--budget-minutes", "60"]]
+    # Not promoted: the command exits 3, the oneshot unit fails and ExecStartPost never runs.
+    assert "Type=oneshot" in service
+    assert "ExecStartPost=+/bin/systemctl reload sidecar-api.service" in service
 
 
 def test_the_timer_starts_the_backfill_service() -> None:

@@ -75,6 +75,15 @@ def test_overlong_query_is_cut_but_passage_keeps_room(tok: TextTokenizer) -> Non
     assert sum(types) >= 2  # passage tokens and its [SEP] are still there
 
 
+def test_query_takes_at_most_half_the_pair_budget(tok: TextTokenizer) -> None:
+    budget = tok.max_length - 3  # [CLS] query [SEP] passage [SEP]
+    long_query = "why does my backup fail every night " * 20
+    _ids, types = tok.encode_pairs(long_query, ["the passage " * 200])[0]
+    query_tokens = types.count(0) - 2
+    assert query_tokens == budget // 2
+    assert types.count(1) - 1 == budget - budget // 2  # the passage fills the rest
+
+
 def test_pad_batch_right_pads_with_mask() -> None:
     batch = pad_batch([[5, 6, 7], [8]], pad_id=0, type_ids=[[0, 0, 1], [0]])
     assert batch.input_ids.tolist() == [[5, 6, 7], [8, 0, 0]]

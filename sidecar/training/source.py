@@ -1,0 +1,182 @@
+"""Mining the forum's pairs: its public threads, asked of its own search (the adapter).
+
+Each question is embedded once and asked of the served search with its own topic left out of
+both legs; the replies of the topics the legs rank high are its hard negatives. Cosines come from
+the stored vectors (those the semantic leg and the post linker read), so a pair's cosine is the
+one the served reranker will correct. Rules: :mod:`sidecar.training.mining`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+from tqdm import tqdm
+
+from models.protocols import Embedder
+from sidecar.config.settings import Settings
+from sidecar.core.evidence import plain_text
+from sidecar.core.rerank_score import rerank_passage
+from sidecar.db import Database
+from sidecar.db.chain_read import post_vectors
+from sidecar.db.embeddings import RegisteredModel
+from sidecar.db.forum_read import public_posts
+from sidecar.db.training_read import Thread, ThreadPost, training_threads
+from sidecar.search.service import SearchOptions, SearchService
+from sidecar.training.mining import (
+    Candidate,
+    MiningRules,
+    Pair,
+    Question,
+    answers,
+    held_out,
+    negatives,
+    questions,
+    words,
+)
+
+HARD_TOPICS = 10  # topics asked of the legs per question
+POSTS_PER_TOPIC = 3  # of each, in the post chooser's order
+BATCH = 64  # questions embedded and read per round
+RANDOM_PER_BATCH = 32  # replies the batch's random negatives are drawn from
+
+
+class MiningResources(Protocol):
+    """What mining reads: the database, the served search and its embedder."""
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings."""
+        ...
+
+    @property
+    def db(self) -> Database:
+        """The connection pool."""
+        ...
+
+    @property
+    def model(self) -> RegisteredModel:
+        """The serving embedding model."""
+        ...
+
+    @property
+    def embedder(self) -> Embedder:
+        """Its embedder."""
+        ...
+
+    @property
+    def search(self) -> SearchService:
+        """The served search."""
+        ...
+
+
+@dataclass
+class Mined:
+    """The pairs of the training topics and of the held-out ones, and what was read."""
+
+    train: list[Pair] = field(default_factory=list)
+    held: list[Pair] = field(default_factory=list)
+    threads: int = 0
+    held_topics: int = 0
+    questions: int = 0
+    skipped: int = 0  # questions with no answer long enough, or no negative
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON record (the manifest's ``training.pairs``)."""
+        def count(pairs: Sequence[Pair]) -> dict[str, int]:
+            return {kind: sum(p.kind == kind for p in pairs)
+                    for kind in ("positive", "hard", "random")}
+        return {"threads": self.threads, "held_out_topics": self.held_topics,
+                "questions": self.questions, "skipped_questions": self.skipped,
+                "train": count(self.train), "held_out": count(self.held)}
+
+
+def mine(res: MiningResources, *, rules: MiningRules, max_threads: int, held_share: float,
+         seed: str, exclude: Collection[int] = (), progress: bool = True) -> Mined:
+    """Read up to ``max_threads`` public threads (never the topics in ``exclude``) and mine
+    their pairs; topics whose hash falls in ``held_share`` go to the held-out side."""
+    rng = random.Random(seed)
+    with res.db.connection() as conn:
+        threads = training_threads(conn, limit=max_threads, seed=seed, exclude=exclude)
+    out = Mined(threads=len(threads))
+    out.held_topics = sum(held_out(t.topic_id, held_share, seed) for t in threads)
+    asks = [(t, q) for t in threads for q in questions(t, rules)]
+    out.questions = len(asks)
+    pool = _reply_pool(threads, rules)
+    hidden = frozenset(exclude)  # never read: not even as another question's negative
+    # Held-out pairs keep every hard negative: the guard must not measure the bi-encoder on
+    # negatives chosen below its own scores.
+    sides = ((out.train, rules, [a for a in asks if not held_out(a[0].topic_id, held_share,
+                                                                   seed)]),
+             (out.held, replace(rules, margin=math.inf),
+              [a for a in asks if held_out(a[0].topic_id, held_share, seed)]))
+    bar = tqdm(total=len(asks), desc="mining pairs", unit="question", disable=not progress)
+    for pairs_out, side_rules, side in sides:
+        for start in range(0, len(side), BATCH):
+            batch = side[start:start + BATCH]
+            for pairs in _mine_batch(res, batch, pool, side_rules, rng, hidden):
+                if pairs:
+                    pairs_out.extend(pairs)
+                else:
+                    out.skipped += 1
+            bar.update(len(batch))
+    bar.close()
+    return out
+
+
+def _reply_pool(threads: Sequence[Thread], rules: MiningRules
+                ) -> dict[int, tuple[Thread, ThreadPost]]:
+    """Replies long enough to be answers, by post id: where random negatives are drawn."""
+    return {r.post_id: (t, r) for t in threads for r in t.replies
+            if words(r.text) >= rules.answer_words}
+
+
+def _mine_batch(res: MiningResources, batch: Sequence[tuple[Thread, Question]],
+                pool: dict[int, tuple[Thread, ThreadPost]], rules: MiningRules,
+                rng: random.Random, hidden: frozenset[int]) -> list[list[Pair]]:
+    """The pairs of each question of one batch (empty when it teaches nothing)."""
+    vectors = res.embedder.embed([q.text for _, q in batch], kind="query")
+    found = [res.search.find_topics(q.text, HARD_TOPICS,
+                                    SearchOptions(exclude_topics=hidden | {t.topic_id}),
+                                    vector=v).topics
+             for (t, q), v in zip(batch, vectors, strict=True)]
+    hard_ids = {pid for topics in found for topic in topics
+                for pid in topic.link_order()[:POSTS_PER_TOPIC]}
+    own = {r.post_id: (t, r) for t, _ in batch for r in answers(t, rules)}
+    random_ids = rng.sample(sorted(pool), min(len(pool), RANDOM_PER_BATCH))
+    model = res.model
+    with res.db.connection() as conn:
+        records = public_posts(conn, sorted(hard_ids))
+        stored = post_vectors(conn, model_id=model.id, strategy_id=res.settings.strategy,
+                              dimensions=model.dimensions,
+                              post_ids=sorted({*own, *random_ids}))
+    out: list[list[Pair]] = []
+    for (thread, question), vector, topics in zip(batch, vectors, found, strict=True):
+        q = np.asarray(vector, dtype=np.float32)
+        q = q / (np.linalg.norm(q) or 1.0)
+
+        def cosine(post_id: int, q: np.ndarray = q) -> float | None:
+            v = stored.get(post_id)
+            return None if v is None else float(v @ q / (np.linalg.norm(v) or 1.0))
+
+        positives = [(r, c) for r in answers(thread, rules) if (c := cosine(r.post_id))
+                     is not None]
+        hard = [Candidate(pid, rec.topic_id, rec.title, plain_text(rec.cooked), sim)
+                for topic in topics for pid in topic.link_order()[:POSTS_PER_TOPIC]
+                if (rec := records.get(pid)) is not None
+                and (sim := topic.similarity_of(pid)) is not None]
+        easy = [Candidate(pid, owner.topic_id, owner.title, reply.text, sim)
+                for pid in random_ids if (sim := cosine(pid)) is not None
+                for owner, reply in [pool[pid]]]
+        if not positives:
+            out.append([])
+            continue
+        pairs = [Pair(question.text, rerank_passage(thread.title, r.text), 1.0, c,
+                      thread.topic_id, "positive") for r, c in positives]
+        pairs += negatives(question, hard, easy, max(c for _, c in positives), rules, rng)
+        out.append(pairs if len(pairs) > len(positives) else [])
+    return out
