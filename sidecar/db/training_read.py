@@ -54,11 +54,12 @@ def thread_count(conn: DictConn) -> int:
 
 
 def training_threads(conn: DictConn, *, limit: int, seed: str,
-                     exclude: Collection[int] = (), reader: FeatureReader | None = None,
-                     max_replies: int = 12) -> list[Thread]:
+                     exclude: Collection[int] = (), only: Collection[int] | None = None,
+                     reader: FeatureReader | None = None, max_replies: int = 12
+                     ) -> list[Thread]:
     """Up to ``limit`` public threads with at least one public reply, drawn by a hash of their
-    id and ``seed``, without the topics in ``exclude``; each with up to ``max_replies`` public
-    replies in post order."""
+    id and ``seed`` (among ``only`` when given), without the topics in ``exclude``; each with up
+    to ``max_replies`` public replies in post order."""
     schema = (reader or FeatureReader()).schema(conn)
     rows = conn.execute(
         sql.SQL(
@@ -66,6 +67,7 @@ def training_threads(conn: DictConn, *, limit: int, seed: str,
             WITH x AS (
                 SELECT p.topic_id, t.title FROM posts p {joins}
                 WHERE {thread} AND p.topic_id <> ALL (%(exclude)s::int[])
+                  AND (%(only)s::int[] IS NULL OR p.topic_id = ANY (%(only)s::int[]))
                 ORDER BY md5(p.topic_id::text || ':' || %(seed)s), p.topic_id
                 LIMIT %(limit)s
             )
@@ -81,6 +83,7 @@ def training_threads(conn: DictConn, *, limit: int, seed: str,
         ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE), thread=_THREAD,
                  accepted=accepted_sql(schema)),
         {"exclude": sorted(exclude), "seed": seed, "limit": limit,
+         "only": None if only is None else sorted(only),
          "per_topic": max_replies + 1},
     ).fetchall()
     return _threads(rows)

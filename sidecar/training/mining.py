@@ -4,7 +4,10 @@ Each public topic is a question its members asked, with the replies it got:
 
 * **questions**: the opening post's words (a long ask) and its first sentences (a short ask).
   Never the title: the post is read with its title (:func:`rerank_passage`), and a question that
-  repeated it would teach the model to spot a copied title instead of an answer.
+  repeated it would teach the model to spot a copied title instead of an answer. Judgements the
+  forum holds join them (``judged``): a moderator's label naming the topic that should have
+  answered a member's question, and search terms whose results members opened (Discourse's
+  search log), each asked of the topic it names.
 * **positives**: the accepted answer (Discourse Solved); otherwise the first replies by someone
   other than the asker that say more than "thanks!". (Only the longest replies, of 12 words or
   more, was tried: the model then learned "long" and did worse held out.)
@@ -30,7 +33,7 @@ from typing import Literal
 from sidecar.core.rerank_score import rerank_passage
 from sidecar.db.training_read import Thread, ThreadPost
 
-QuestionKind = Literal["long", "short"]
+QuestionKind = Literal["long", "short", "judged"]
 PairKind = Literal["positive", "hard", "random"]
 
 MAX_QUESTION_CHARS = 600

@@ -25,9 +25,12 @@ from sidecar.db import Database
 from sidecar.db.chain_read import post_vectors
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.forum_read import public_posts
+from sidecar.db.judgements_read import click_judgements, label_judgements
+from sidecar.db.pool import DictConn
 from sidecar.db.training_read import Thread, ThreadPost, training_threads
 from sidecar.search.service import SearchOptions, SearchService
 from sidecar.training.mining import (
+    MAX_QUESTION_CHARS,
     Candidate,
     MiningRules,
     Pair,
@@ -43,6 +46,9 @@ HARD_TOPICS = 10  # topics asked of the legs per question
 POSTS_PER_TOPIC = 3  # of each, in the post chooser's order
 BATCH = 64  # questions embedded and read per round
 RANDOM_PER_BATCH = 32  # replies the batch's random negatives are drawn from
+# Search-log clicks a term needs on a topic to count as asking it: one click is often a member
+# looking around, not an answer found.
+MIN_CLICKS = 2
 
 
 class MiningResources(Protocol):
@@ -83,6 +89,7 @@ class Mined:
     threads: int = 0
     held_topics: int = 0
     questions: int = 0
+    judged: int = 0  # of the questions: moderator labels and search-log clicks
     skipped: int = 0  # questions with no answer long enough, or no negative
 
     def as_dict(self) -> dict[str, Any]:
@@ -91,7 +98,8 @@ class Mined:
             return {kind: sum(p.kind == kind for p in pairs)
                     for kind in ("positive", "hard", "random")}
         return {"threads": self.threads, "held_out_topics": self.held_topics,
-                "questions": self.questions, "skipped_questions": self.skipped,
+                "questions": self.questions, "judged_questions": self.judged,
+                "skipped_questions": self.skipped,
                 "train": count(self.train), "held_out": count(self.held)}
 
 
@@ -102,10 +110,21 @@ def mine(res: MiningResources, *, rules: MiningRules, max_threads: int, held_sha
     rng = random.Random(seed)
     with res.db.connection() as conn:
         threads = training_threads(conn, limit=max_threads, seed=seed, exclude=exclude)
+        judged = [(text, topic) for text, topic in forum_judgements(conn)
+                  if topic not in frozenset(exclude)]
+        read = {t.topic_id for t in threads}
+        missing = {topic for _, topic in judged} - read
+        if missing:  # a judged topic is read even beyond the sample
+            threads += training_threads(conn, limit=len(missing), seed=seed, exclude=exclude,
+                                        only=missing)
+    by_id = {t.topic_id: t for t in threads}
     out = Mined(threads=len(threads))
     out.held_topics = sum(held_out(t.topic_id, held_share, seed) for t in threads)
     asks = [(t, q) for t in threads for q in questions(t, rules)]
+    asks += [(by_id[topic], Question(topic, text[:MAX_QUESTION_CHARS], "judged"))
+             for text, topic in judged if topic in by_id]
     out.questions = len(asks)
+    out.judged = sum(q.kind == "judged" for _, q in asks)
     pool = _reply_pool(threads, rules)
     hidden = frozenset(exclude)  # never read: not even as another question's negative
     # Held-out pairs keep every hard negative: the guard must not measure the bi-encoder on
@@ -126,6 +145,15 @@ def mine(res: MiningResources, *, rules: MiningRules, max_threads: int, held_sha
             bar.update(len(batch))
     bar.close()
     return out
+
+
+def forum_judgements(conn: DictConn) -> list[tuple[str, int]]:
+    """(question, topic) pairs the forum's people judged: moderators' labels naming the topic
+    that answers a member's question, and search terms whose result members opened at least
+    :data:`MIN_CLICKS` times. Public topics only (the readers drop the others)."""
+    out = [(" ".join(r.query.split()), r.topic_id) for r in label_judgements(conn)]
+    out += [(r.term, r.topic_id) for r in click_judgements(conn) if r.clicks >= MIN_CLICKS]
+    return list(dict.fromkeys((text, topic) for text, topic in out if text))
 
 
 def _reply_pool(threads: Sequence[Thread], rules: MiningRules
