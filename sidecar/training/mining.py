@@ -82,6 +82,7 @@ class Pair:
     cosine: float  # the bi-encoder's cosine of the question and the post
     topic_id: int  # the question's topic
     kind: PairKind
+    judged: bool = False  # the question is one the forum's people judged (not mined)
 
 
 def words(text: str) -> int:
@@ -136,7 +137,7 @@ def negatives(question: Question, found: Sequence[Candidate], pool: Sequence[Can
         *((c, "hard") for c in rng.sample(hard, min(rules.hard, len(hard)))),
         *((c, "random") for c in rng.sample(others, min(rules.random, len(others))))]
     return [Pair(question.text, rerank_passage(c.title, c.text), 0.0, c.cosine,
-                 question.topic_id, kind) for c, kind in picked]
+                 question.topic_id, kind, question.kind == "judged") for c, kind in picked]
 
 
 def held_out(topic_id: int, share: float, seed: str) -> bool:

@@ -204,7 +204,8 @@ def _mine_batch(res: MiningResources, batch: Sequence[tuple[Thread, Question]],
             out.append([])
             continue
         pairs = [Pair(question.text, rerank_passage(thread.title, r.text), 1.0, c,
-                      thread.topic_id, "positive") for r, c in positives]
+                      thread.topic_id, "positive", question.kind == "judged")
+                 for r, c in positives]
         pairs += negatives(question, hard, easy, max(c for _, c in positives), rules, rng)
         out.append(pairs if len(pairs) > len(positives) else [])
     return out

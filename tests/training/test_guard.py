@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
-from sidecar.training.guard import MIN_QUESTIONS, judge, reciprocal_ranks
+from sidecar.training.guard import MIN_JUDGED, MIN_QUESTIONS, judge, reciprocal_ranks
 from sidecar.training.mining import Pair
 
 
@@ -55,3 +56,25 @@ def test_too_few_held_out_questions_give_no_verdict() -> None:
     verdict = judge(pairs_of(MIN_QUESTIONS - 1), knows, guesses, served_name="s", new_name="n")
     assert not verdict.promote
     assert f"fewer than the {MIN_QUESTIONS}" in verdict.reason
+
+
+def test_better_on_mined_questions_but_worse_on_judged_ones_is_not_promoted() -> None:
+    mined = pairs_of(60)
+    judged = [dataclasses.replace(p, topic_id=p.topic_id + 1000, judged=True)
+              for p in pairs_of(MIN_JUDGED)]
+    pairs = mined + judged
+
+    def mined_only(ps: Sequence[Pair]) -> list[float]:
+        """Knows the mined questions' answers, ranks the judged ones' last."""
+        return [(p.label if not p.judged else 1.0 - p.label) + 0.01 * i
+                for i, p in enumerate(ps)]
+
+    verdict = judge(pairs, mined_only, guesses, served_name="s", new_name="n", resamples=300)
+    assert not verdict.promote
+    assert "questions the forum's people judged" in verdict.reason
+    assert verdict.figures["judged_mrr"]["questions"] == MIN_JUDGED
+    # The same model, judged on fewer than MIN_JUDGED of them: the mined ones decide.
+    few = mined + judged[:4 * (MIN_JUDGED - 1)]
+    assert judge(few, mined_only, guesses, served_name="s", new_name="n", resamples=300).promote
+    # Better on both: promoted.
+    assert judge(pairs, knows, guesses, served_name="s", new_name="n", resamples=300).promote
