@@ -24,7 +24,8 @@ from sidecar.evaluation.query_cache import CachedQueryEmbedder
 from sidecar.evaluation.state import prepare_state
 from sidecar.runtime.bootstrap import sync_keyword
 from sidecar.runtime.resources import Resources, start_resources
-from sidecar.search.profile import SearchProfile, settings_config
+from sidecar.search.profile import settings_config
+from sidecar.search.profile_schema import SearchProfile
 from sidecar.search.service import SearchService
 from sidecar.tuning import judgements as jm
 from sidecar.tuning.scoring import LegCache, keyword_rank, score_table

@@ -19,7 +19,7 @@ from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode
 from sidecar.errors import InvalidInput
 from sidecar.evaluation import metrics as m
-from sidecar.search.profile import SearchProfile, ServedModel
+from sidecar.search.profile_schema import SearchProfile, ServedModel
 from sidecar.tuning.crossval import CrossValidation, cross_validate, kfold
 from sidecar.tuning.judgements import Judged, counts
 from sidecar.tuning.scoring import ScoreTable, describe_scores

@@ -15,15 +15,13 @@ from sidecar.config.settings import Settings
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode
 from sidecar.search.profile import (
-    ProfileSlot,
-    SearchProfile,
-    ServedModel,
     load_served,
     read_profile,
     settings_config,
     updated_profile,
     write_profile,
 )
+from sidecar.search.profile_schema import ProfileSlot, SearchProfile, ServedModel
 from tests.conftest import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
