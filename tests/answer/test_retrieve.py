@@ -12,7 +12,8 @@ import numpy as np
 import psycopg
 import pytest
 
-from sidecar.core.evidence import passage, plain_text
+from sidecar.core.evidence import plain_text
+from sidecar.core.rerank_score import rerank_passage
 from sidecar.db.forum_read import public_posts
 from sidecar.db.moderation import get_review
 from sidecar.db.retrievals import StoredRetrieval, get_retrieval, list_retrievals
@@ -169,10 +170,11 @@ def test_cross_encoder_reranks_with_the_standalone_question(
     scores = [e["score"] for e in body["evidence"]]
     assert scores == sorted(scores, reverse=True) and body["top_score"] == scores[0]
 
-    # Each score is the cross-encoder's on (condensed question, that post's own text).
+    # Each score is the cross-encoder's on (condensed question, that post read with its title).
     with client.resources.db.connection() as conn:
         records = public_posts(conn, [e["post_id"] for e in body["evidence"]])
-    texts = [passage(plain_text(records[e["post_id"]].cooked)) for e in body["evidence"]]
+    texts = [rerank_passage(records[e["post_id"]].title, plain_text(records[e["post_id"]].cooked))
+             for e in body["evidence"]]
     expected = np.asarray(tiny_reranker.score(REWRITE, texts)).reshape(len(texts), -1)[:, 0]
     assert np.allclose(scores, expected, atol=1e-4)
 

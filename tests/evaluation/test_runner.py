@@ -49,7 +49,7 @@ def test_runs_the_default_matrix_and_skips_rerank_without_a_cross_encoder(
     assert served_vs == {"semantic-best", "keyword-best", "hybrid-best", "served-link-fused",
                          "served-link-semantic"}
     assert set(doc["skipped"]) == {"semantic-best-rerank", "hybrid-best-rerank",
-                                   "hybrid-best-rerank-knee"}
+                                   "hybrid-lift-rerank", "hybrid-best-rerank-knee"}
     assert all("cross-encoder" in reason for reason in doc["skipped"].values())
     meta = doc["meta"]
     assert meta["queries_total"] == len(QUERIES)
