@@ -26,7 +26,9 @@ MIN_QUERIES = 50
 @click.option("--source", "sources", multiple=True, type=click.Choice(SOURCES),
               help="Judgements to use (repeatable; default: all the forum has).")
 @click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=None,
+              help="Draws the cross-validation folds; default: a fresh random seed per run "
+                   "(recorded in tune.json), so the held-out queries cannot be known ahead.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True)
 @click.option("--min-queries", type=click.IntRange(min=2), default=MIN_QUERIES,
               show_default=True, help="Refuse to tune on fewer judged queries.")
@@ -40,7 +42,7 @@ MIN_QUERIES = 50
 @click.option("--dry-run", is_flag=True, help="Report only; do not write the search profile.")
 @click.pass_obj
 def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], folds: int,
-             seed: int, resamples: int, min_queries: int, out: Path, query_fields: str,
+             seed: int | None, resamples: int, min_queries: int, out: Path, query_fields: str,
              dry_run: bool) -> None:
     """Cross-validate fusion x weights x topic score on judged queries; write the profile.
 

@@ -253,6 +253,10 @@ class Settings(BaseSettings):
     # Distinct askers (retrievals without an asker id are one) before the normal threshold is
     # read from the members' questions.
     calibration_min_askers: int = Field(default=30, ge=1)
+    # `sidecar tune` and `sidecar train-reranker` (sidecar/db/judgements_read.py): distinct
+    # members (signed-in by user id, visitors by network; staff and crawlers left out) who must
+    # have opened a topic for a search term before the pair counts as judged.
+    click_min_members: int = Field(default=3, ge=2)
     evidence_chars: int = 320
     evidence_neighbours: int = 0
 

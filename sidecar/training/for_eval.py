@@ -26,6 +26,9 @@ from sidecar.evaluation.state import prepare_state
 from sidecar.training.run import TrainOptions, train_forum_reranker
 
 log = logging.getLogger(__name__)
+# An evaluation trains on a dump, which no member can write to: its split is fixed, so the same
+# dump and options name (and reuse) the same model.
+EVAL_SEED = "forum-reranker"
 
 
 def judged_topics(dump: Path) -> frozenset[int]:
@@ -39,7 +42,8 @@ def eval_model_name(dump: Path, options: TrainOptions) -> str:
     key = json.dumps({"forum": forum_digest(dump.resolve()), "init": options.init,
                       "budget": options.budget_s, "max_pairs": options.max_pairs,
                       "epochs": options.epochs, "max_length": options.max_length,
-                      "rules": asdict(options.rules), "seed": options.seed}, sort_keys=True)
+                      "rules": asdict(options.rules), "seed": options.seed or EVAL_SEED},
+                     sort_keys=True)
     return "eval-reranker-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
@@ -59,7 +63,8 @@ def trained_for_eval(settings: Settings, dump: Path, options: TrainOptions, *,
         if manifest is not None and manifest.training and "held_out" in manifest.training:
             log.info("reusing %s (trained %s)", model_dir, manifest.training.get("trained_at"))
             return model_dir, manifest.training
-        options = replace(options, name=name, exclude=judged_topics(dump))
+        options = replace(options, name=name, exclude=judged_topics(dump),
+                          seed=options.seed or EVAL_SEED)
         outcome = train_forum_reranker(res, options, progress=progress)
         return outcome.model_dir, outcome.record
     finally:

@@ -5,9 +5,11 @@ Each public topic is a question its members asked, with the replies it got:
 * **questions**: the opening post's words (a long ask) and its first sentences (a short ask).
   Never the title: the post is read with its title (:func:`rerank_passage`), and a question that
   repeated it would teach the model to spot a copied title instead of an answer. Judgements the
-  forum holds join them (``judged``): a moderator's label naming the topic that should have
-  answered a member's question, and search terms whose results members opened (Discourse's
-  search log), each asked of the topic it names.
+  forum holds join them (``judged``): search terms whose results enough distinct members opened
+  (Discourse's search log), and a moderator's label naming the topic that should have answered
+  a member's question, each asked of the topic it names. A label's question comes from an
+  assistant conversation, which may be a private message: its topic is held out, so the label
+  measures the model and never trains it.
 * **positives**: the accepted answer (Discourse Solved); otherwise the first replies by someone
   other than the asker that say more than "thanks!". (Only the longest replies, of 12 words or
   more, was tried: the model then learned "long" and did worse held out.)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 import tempfile
 import time
 from collections.abc import Collection, Sequence
@@ -57,7 +58,9 @@ class TrainOptions:
     epochs: float = 1.0
     max_length: int = 160
     held_share: float = 0.15
-    seed: str = "forum-reranker"
+    # Which topics are held out, and the order pairs are capped in. None: a fresh random seed
+    # per run (recorded), so nobody can know in advance which topics the guard measures on.
+    seed: str | None = None
     quantize: bool = True
     rules: MiningRules = field(default_factory=MiningRules)
     exclude: Collection[int] = ()  # topics never read (the evaluation's judged ones)
@@ -85,6 +88,11 @@ class _Stopwatch:
         now = time.monotonic()
         self.laps[name] = round(now - self._last, 1)
         self._last = now
+
+
+def split_seed(options: TrainOptions) -> str:
+    """The run's seed: the options' when given (evaluations, tests), else a fresh one."""
+    return options.seed if options.seed is not None else secrets.token_hex(8)
 
 
 def init_dir(init: str) -> Path:
@@ -169,8 +177,9 @@ def train_forum_reranker(res: Resources, options: TrainOptions, *,
             f"this forum has {usable} public topics with a reply to train from; a reranker "
             f"needs at least {MIN_THREADS} (the cosine stays the relevance score)")
     clock = _Stopwatch()
+    seed = split_seed(options)
     mined = mine(res, rules=options.rules, max_threads=options.max_threads,
-                 held_share=options.held_share, seed=options.seed, exclude=options.exclude,
+                 held_share=options.held_share, seed=seed, exclude=options.exclude,
                  progress=progress)
     clock.lap("mining")
     if not mined.train or not mined.held:
@@ -179,7 +188,7 @@ def train_forum_reranker(res: Resources, options: TrainOptions, *,
     source = init_dir(options.init)
     residual = None if is_cross_encoder(source) else fit_residual(
         mined.train, res.model.name, res.settings.strategy)
-    pairs = cap_pairs(mined.train, options.max_pairs, random.Random(options.seed))
+    pairs = cap_pairs(mined.train, options.max_pairs, random.Random(seed))
     config = TrainConfig(init=source, max_length=options.max_length, epochs=options.epochs,
                          budget_s=options.budget_s)
     now = datetime.now(UTC)
@@ -188,7 +197,7 @@ def train_forum_reranker(res: Resources, options: TrainOptions, *,
         trained = train(pairs, config, Path(tmp) / "checkpoint", residual=residual,
                         progress=progress)
         clock.lap("training")
-        record = _record(res, options, mined, trained, now, len(pairs))
+        record = _record(res, options, mined, trained, now, len(pairs), seed)
         model_dir = export_reranker(trained.directory, res.settings.models_dir / name,
                                     name=name, quantize=options.quantize, training=record)
         clock.lap("export")
@@ -217,8 +226,8 @@ def judge_against_served(res: Resources, model_dir: Path, residual: Residual | N
 
 
 def _record(res: Resources, options: TrainOptions, mined: Any, trained: Trained,
-            now: datetime, used: int) -> dict[str, Any]:
-    return {"initialised_from": options.init, "forum": forum_name(res),
+            now: datetime, used: int, seed: str) -> dict[str, Any]:
+    return {"initialised_from": options.init, "forum": forum_name(res), "seed": seed,
             "trained_at": now.isoformat(timespec="seconds"),
             "pairs": {**mined.as_dict(), "trained_on": used},
             "rules": asdict(options.rules),

@@ -25,7 +25,7 @@ from sidecar.db import Database
 from sidecar.db.chain_read import post_vectors
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.forum_read import public_posts
-from sidecar.db.judgements_read import click_judgements, label_judgements
+from sidecar.db.judgements_read import MIN_MEMBERS, click_judgements, label_judgements
 from sidecar.db.pool import DictConn
 from sidecar.db.training_read import Thread, ThreadPost, training_threads
 from sidecar.search.service import SearchOptions, SearchService
@@ -46,9 +46,6 @@ HARD_TOPICS = 10  # topics asked of the legs per question
 POSTS_PER_TOPIC = 3  # of each, in the post chooser's order
 BATCH = 64  # questions embedded and read per round
 RANDOM_PER_BATCH = 32  # replies the batch's random negatives are drawn from
-# Search-log clicks a term needs on a topic to count as asking it: one click is often a member
-# looking around, not an answer found.
-MIN_CLICKS = 2
 
 
 class MiningResources(Protocol):
@@ -90,6 +87,7 @@ class Mined:
     held_topics: int = 0
     questions: int = 0
     judged: int = 0  # of the questions: moderator labels and search-log clicks
+    labelled: int = 0  # of the judged: moderators' labels, held out (measured, never trained)
     skipped: int = 0  # questions with no answer long enough, or no negative
 
     def as_dict(self) -> dict[str, Any]:
@@ -99,6 +97,7 @@ class Mined:
                     for kind in ("positive", "hard", "random")}
         return {"threads": self.threads, "held_out_topics": self.held_topics,
                 "questions": self.questions, "judged_questions": self.judged,
+                "labelled_questions_held_out": self.labelled,
                 "skipped_questions": self.skipped,
                 "train": count(self.train), "held_out": count(self.held)}
 
@@ -106,33 +105,40 @@ class Mined:
 def mine(res: MiningResources, *, rules: MiningRules, max_threads: int, held_share: float,
          seed: str, exclude: Collection[int] = (), progress: bool = True) -> Mined:
     """Read up to ``max_threads`` public threads (never the topics in ``exclude``) and mine
-    their pairs; topics whose hash falls in ``held_share`` go to the held-out side."""
+    their pairs; topics whose hash falls in ``held_share`` go to the held-out side, and so do
+    the topics moderators' labels name (:func:`label_questions`: measured, never trained)."""
     rng = random.Random(seed)
+    hidden = frozenset(exclude)  # never read: not even as another question's negative
     with res.db.connection() as conn:
         threads = training_threads(conn, limit=max_threads, seed=seed, exclude=exclude)
-        judged = [(text, topic) for text, topic in forum_judgements(conn)
-                  if topic not in frozenset(exclude)]
+        clicked = [(text, topic) for text, topic in forum_judgements(
+            conn, min_members=res.settings.click_min_members) if topic not in hidden]
+        labelled = [(text, topic) for text, topic in label_questions(conn)
+                    if topic not in hidden]
         read = {t.topic_id for t in threads}
-        missing = {topic for _, topic in judged} - read
+        missing = {topic for _, topic in clicked + labelled} - read
         if missing:  # a judged topic is read even beyond the sample
             threads += training_threads(conn, limit=len(missing), seed=seed, exclude=exclude,
                                         only=missing)
     by_id = {t.topic_id: t for t in threads}
+    measured = frozenset(topic for _, topic in labelled)
+
+    def held(topic_id: int) -> bool:
+        return topic_id in measured or held_out(topic_id, held_share, seed)
+
     out = Mined(threads=len(threads))
-    out.held_topics = sum(held_out(t.topic_id, held_share, seed) for t in threads)
+    out.held_topics = sum(held(t.topic_id) for t in threads)
     asks = [(t, q) for t in threads for q in questions(t, rules)]
     asks += [(by_id[topic], Question(topic, text[:MAX_QUESTION_CHARS], "judged"))
-             for text, topic in judged if topic in by_id]
+             for text, topic in dict.fromkeys(clicked + labelled) if topic in by_id]
     out.questions = len(asks)
     out.judged = sum(q.kind == "judged" for _, q in asks)
+    out.labelled = sum(topic in by_id for _, topic in dict.fromkeys(labelled))
     pool = _reply_pool(threads, rules)
-    hidden = frozenset(exclude)  # never read: not even as another question's negative
     # Held-out pairs keep every hard negative: the guard must not measure the bi-encoder on
     # negatives chosen below its own scores.
-    sides = ((out.train, rules, [a for a in asks if not held_out(a[0].topic_id, held_share,
-                                                                   seed)]),
-             (out.held, replace(rules, margin=math.inf),
-              [a for a in asks if held_out(a[0].topic_id, held_share, seed)]))
+    sides = ((out.train, rules, [a for a in asks if not held(a[0].topic_id)]),
+             (out.held, replace(rules, margin=math.inf), [a for a in asks if held(a[0].topic_id)]))
     bar = tqdm(total=len(asks), desc="mining pairs", unit="question", disable=not progress)
     for pairs_out, side_rules, side in sides:
         for start in range(0, len(side), BATCH):
@@ -147,12 +153,22 @@ def mine(res: MiningResources, *, rules: MiningRules, max_threads: int, held_sha
     return out
 
 
-def forum_judgements(conn: DictConn) -> list[tuple[str, int]]:
-    """(question, topic) pairs the forum's people judged: moderators' labels naming the topic
-    that answers a member's question, and search terms whose result members opened at least
-    :data:`MIN_CLICKS` times. Public topics only (the readers drop the others)."""
+def forum_judgements(conn: DictConn, *, min_members: int = MIN_MEMBERS
+                     ) -> list[tuple[str, int]]:
+    """(question, topic) pairs the forum's members judged that a model may learn from: search
+    terms whose result at least ``min_members`` distinct members opened (no staff, no
+    crawler). Public topics only (the readers drop the others). Moderators' labels are not
+    among them: :func:`label_questions`."""
+    out = [(r.term, r.topic_id) for r in click_judgements(conn, min_members=min_members)]
+    return list(dict.fromkeys((text, topic) for text, topic in out if text))
+
+
+def label_questions(conn: DictConn) -> list[tuple[str, int]]:
+    """(question, topic) pairs of moderators' labels naming the topic that answers a member's
+    question. The question is the assistant conversation's standalone query, and a conversation
+    may be a private message: these measure a model (held out) and never enter its weights,
+    since the docs promise that no private text is read into a model."""
     out = [(" ".join(r.query.split()), r.topic_id) for r in label_judgements(conn)]
-    out += [(r.term, r.topic_id) for r in click_judgements(conn) if r.clicks >= MIN_CLICKS]
     return list(dict.fromkeys((text, topic) for text, topic in out if text))
 
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import sys
 import time
 from collections.abc import Sequence
@@ -49,7 +50,8 @@ def forum_judgements(res: Resources, sources: Sequence[str]) -> list[jm.Judged]:
         if "labels" in sources:
             out += jm.from_labels(label_judgements(conn))
         if "search_log" in sources:
-            out += jm.from_clicks(click_judgements(conn))
+            out += jm.from_clicks(click_judgements(
+                conn, min_members=res.settings.click_min_members))
     return out
 
 
@@ -63,16 +65,20 @@ def leg_cache(res: Resources) -> LegCache:
 
 def run_tune(
     settings: Settings, *, dump: Path | None, sources: Sequence[str] = jm.SOURCES,
-    folds: int = 5, seed: int = 0, resamples: int = 10_000, min_queries: int = MIN_QUERIES,
+    folds: int = 5, seed: int | None = None, resamples: int = 10_000,
+    min_queries: int = MIN_QUERIES,
     query_fields: str = "text", progress: bool = True, embedder: Embedder | None = None,
     scores_out: Path | None = None,
 ) -> tuple[dict[str, Any], SearchProfile]:
     """Tune on a dump or on the served forum; returns the report and the profile to serve.
 
     ``embedder`` replaces the configured model (tests pass the one they already loaded);
-    ``scores_out`` keeps every candidate's per-query scores (an .npz file) for audit.
+    ``scores_out`` keeps every candidate's per-query scores (an .npz file) for audit. ``seed``
+    draws the folds; None (the command's default) draws a fresh one, recorded in the report,
+    so that nobody can know in advance which judged queries a run holds out.
     """
     started = time.perf_counter()
+    seed = secrets.randbits(31) if seed is None else seed
     meta: dict[str, Any] = {"command": "sidecar tune " + " ".join(sys.argv[2:]),
                             "date": datetime.now(UTC).isoformat(timespec="seconds"),
                             "folds": folds, "seed": seed, "resamples": resamples,

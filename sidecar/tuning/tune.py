@@ -147,7 +147,7 @@ def profile_of(result: TuneResult, doc: dict[str, Any], *, model: str, strategy:
         tuning={"served": doc["served"], "fallback": doc["fallback"],
                 "judgements": doc["judgements"], "held_out": cv_doc["held_out"],
                 "against": {name: per["mrr@10"] for name, per in cv_doc["against"].items()},
-                "command": doc["meta"].get("command")})
+                "command": doc["meta"].get("command"), "seed": doc["meta"].get("seed")})
 
 
 def reference_candidates(default: SearchConfig, candidates: list[Candidate]

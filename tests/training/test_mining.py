@@ -19,6 +19,7 @@ from sidecar.training.mining import (
     negatives,
     questions,
 )
+from sidecar.training.run import TrainOptions, split_seed
 
 LONG = "word " * 20
 
@@ -105,3 +106,14 @@ def test_a_post_is_read_with_its_title_and_the_reranker_only_demotes_the_cosine(
     assert r.score(0.0, 0.5) == pytest.approx(-math.log(2))
     # never above the prior, whatever the logit (an off-topic question is never lifted)
     assert all(r.score(x, 0.1) <= r.prior(0.1) for x in (-800.0, -3.0, 0.0, 3.0, 800.0))
+
+
+def test_each_run_holds_out_the_topics_of_a_fresh_seed_unless_given_one() -> None:
+    # A fixed public seed would tell anyone which topics the guard measures on.
+    assert TrainOptions().seed is None
+    seeds = {split_seed(TrainOptions()) for _ in range(5)}
+    assert len(seeds) == 5
+    assert split_seed(TrainOptions(seed="evaluation")) == "evaluation"
+    first, second = sorted(seeds)[:2]
+    assert [held_out(t, 0.3, first) for t in range(200)] != \
+        [held_out(t, 0.3, second) for t in range(200)]

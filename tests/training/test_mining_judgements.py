@@ -1,5 +1,7 @@
 """Judgements the forum holds join the mined questions: moderators' labels and search-log
-clicks, asked of the topic they name; never of a private topic, never of an excluded one."""
+clicks, asked of the topic they name; never of a private topic, never of an excluded one. A
+click counts once enough distinct members made it; a label (its question may come from a
+private conversation) is only ever measured, held out, never trained on."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ LABELLED = "my pool lost a disk overnight, what now"
 PRIVATE_LABEL = "a question a moderator pinned on a staff topic"
 CLICKED = "grow raidz"
 CLICKED_ONCE = "looked around once"
+CLICKED_BY_ONE = "planted by one member"
 
 THREAD_SQL = """
     SELECT p.topic_id FROM posts p JOIN topics t ON t.id = p.topic_id
@@ -53,12 +56,15 @@ def judged(pg_admin_url: str, redis_url: str, minilm: Embedder,
                              note=None, moderator=None)
         # Discourse writes its search log: the forum's owner here, never the sidecar's role.
         with psycopg.connect(owner_url(res.urls.database_url)) as conn:
-            for term, topic in ((CLICKED, clicked), (CLICKED, clicked), (CLICKED_ONCE, clicked),
-                                (CLICKED, private), (CLICKED, private)):
+            rows = [(CLICKED, clicked, ip) for ip in ("10.0.1.1", "10.0.2.1", "10.0.3.1")]
+            rows += [(CLICKED, private, ip) for ip in ("10.0.1.1", "10.0.2.1", "10.0.3.1")]
+            rows += [(CLICKED_ONCE, clicked, "10.0.1.1")]
+            rows += [(CLICKED_BY_ONE, clicked, "10.0.4.1")] * 5
+            for term, topic, ip in rows:
                 conn.execute(
                     "INSERT INTO search_logs (term, ip_address, search_result_id, search_type,"
-                    " created_at, search_result_type) VALUES (%s, '10.0.0.1', %s, 1, now(), 1)",
-                    (term, topic))
+                    " created_at, search_result_type) VALUES (%s, %s, %s, 2, now(), 1)",
+                    (term, ip, topic))
         yield res, labelled, clicked
 
 
@@ -67,14 +73,23 @@ def test_labels_and_clicks_are_asked_of_the_public_topic_they_name(
     res, labelled, clicked = judged
     # A sample of one thread: the judged topics are read beyond it.
     mined = mine(res, rules=RULES, max_threads=1, held_share=0.0, seed="j", progress=False)
-    assert mined.judged == 2
-    positives = {(p.question, p.topic_id) for p in mined.train if p.label == 1.0}
-    assert (LABELLED, labelled) in positives
-    assert (CLICKED, clicked) in positives
-    asked = {p.question for p in mined.train}
-    # A private topic is never a judgement; a single click is not one either.
-    assert PRIVATE_LABEL not in asked and CLICKED_ONCE not in asked
+    assert mined.judged == 2 and mined.labelled == 1
+    assert (CLICKED, clicked) in {(p.question, p.topic_id) for p in mined.train
+                                  if p.label == 1.0}
+    # The label is asked of its topic held out (measured by the guard), and neither it nor
+    # its topic is ever trained on, though nothing else is held out (held_share 0).
+    assert (LABELLED, labelled) in {(p.question, p.topic_id) for p in mined.held
+                                    if p.label == 1.0 and p.judged}
+    assert LABELLED not in {p.question for p in mined.train}
+    assert labelled not in {p.topic_id for p in mined.train}
+    assert not [p for p in mined.held if p.topic_id != labelled]
+    asked = {p.question for p in mined.train + mined.held}
+    # A private topic is never a judgement; a click by one member, however many times, is
+    # not one either.
+    assert PRIVATE_LABEL not in asked
+    assert CLICKED_ONCE not in asked and CLICKED_BY_ONE not in asked
     assert not [p for p in mined.train if p.question == CLICKED and p.topic_id != clicked]
+    assert mined.as_dict()["labelled_questions_held_out"] == 1
 
 
 def test_an_excluded_topic_s_judgements_are_never_read(judged: tuple[Any, int, int]) -> None:

@@ -27,7 +27,8 @@ PRIVATE_TOPIC_SQL = """
 @pytest.fixture(scope="module")
 def judged_forum(pg_admin_url: str, redis_url: str, minilm: Embedder,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The demo forum with labels on 6 retrievals and a search log of ~80 clicks."""
+    """The demo forum with labels on 6 retrievals and a search log of ~80 terms, each clicked
+    by three visitors (a pair needs SIDECAR_CLICK_MIN_MEMBERS distinct members)."""
     with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("judged"), minilm,
                     prefix="tune") as res:
         questions = demo_queries()
@@ -54,10 +55,16 @@ def judged_forum(pg_admin_url: str, redis_url: str, minilm: Embedder,
         # Discourse writes its search log: the forum's owner here, never the sidecar's role.
         with psycopg.connect(owner_url(res.urls.database_url)) as conn:
             for term, result_id, result_type in rows:
+                for ip in ("10.0.1.1", "10.0.2.1", "10.0.3.1"):
+                    conn.execute(
+                        "INSERT INTO search_logs (term, ip_address, search_result_id,"
+                        " search_type, created_at, search_result_type)"
+                        " VALUES (%s, %s, %s, 2, now(), %s)", (term, ip, result_id, result_type))
+            for _ in range(5):  # one visitor clicking a topic five times judges nothing
                 conn.execute(
                     "INSERT INTO search_logs (term, ip_address, search_result_id, search_type,"
-                    " created_at, search_result_type) VALUES (%s, '10.0.0.1', %s, 1, now(), %s)",
-                    (term, result_id, result_type))
+                    " created_at, search_result_type) VALUES ('planted', '10.0.9.9', %s, 2,"
+                    " now(), 1)", (titles[0]["id"],))
         yield res
 
 
@@ -79,6 +86,9 @@ def test_tune_reads_labels_and_clicks_weighted_by_propensity(
     assert 36 <= judged["by_source"]["search_log"] <= 36 + public_titles[0]
     assert judged["weighted"] is True  # clicks carry inverse-propensity weights
     assert judged["queries"] == judged["by_source"]["labels"] + judged["by_source"]["search_log"]
+    # The folds were drawn with a fresh seed, recorded in the report and the profile.
+    assert isinstance(doc["meta"]["seed"], int)
+    assert profile.tuning["seed"] == doc["meta"]["seed"]
     # Held-out figures only, against the three references, each with a CI.
     against = doc["cross_validation"]["against"]
     assert set(against) == {"semantic", "keyword", "default"}
@@ -93,3 +103,10 @@ def test_tune_refuses_too_few_judgements(judged_forum: Any, minilm: Embedder) ->
     with pytest.raises(InvalidInput, match=r"labels: 6.*6 judged queries, 50 needed"):
         run_tune(judged_forum.settings, dump=None, sources=["labels"], progress=False,
                  embedder=minilm)
+
+
+def test_the_command_draws_its_folds_with_a_fresh_seed_unless_given_one() -> None:
+    from sidecar.cli.tune import tune_cmd
+
+    seed = next(p for p in tune_cmd.params if p.name == "seed")
+    assert seed.default is None  # a fixed public default would make the split predictable
