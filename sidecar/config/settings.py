@@ -246,10 +246,11 @@ class Settings(BaseSettings):
     zone_cos_normal: float = 0.55
     # `sidecar calibrate` (sidecar/core/zone_guard.py): how far one calibration may move a
     # threshold, in percentage points of the forum's own questions (its opening posts asked
-    # without their topic), from the served calibration, and the normal threshold from the
-    # opening posts' own; past either it is not applied but left for a person to approve.
+    # without their topic), from the served calibration, and how far the normal threshold may
+    # sit from the opening posts' own in all (no more than one run's move by default, so weekly
+    # runs cannot add up to a drift); past either it is left for a person to approve.
     calibration_max_move: float = Field(default=10.0, gt=0, le=100)
-    calibration_max_from_own: float = Field(default=30.0, gt=0, le=100)
+    calibration_max_from_own: float = Field(default=10.0, gt=0, le=100)
     # Distinct askers (retrievals without an asker id are one) before the normal threshold is
     # read from the members' questions.
     calibration_min_askers: int = Field(default=30, ge=1)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from sidecar.config.settings import Settings
 from sidecar.core.answerability import calibrate
 from sidecar.core.zone_guard import (
     PER_ASKER,
@@ -103,3 +104,29 @@ def test_what_a_person_approved_anchors_the_next_calibrations() -> None:
                          approved_normal=0.55, bounds=BOUNDS) == []
     assert move_problems(OWN, abstain=0.36, normal=0.56, normal_pct=80, served=(0.36, 0.55),
                          approved_normal=None, bounds=BOUNDS)
+
+
+def test_weekly_runs_cannot_drift_further_than_one_run_may_move() -> None:
+    """The review's drift: each weekly run moves normal less than its bound (p80 -> 72 -> 63
+    -> 55 of the forum's own), so no single run is stopped, yet three runs together would carry
+    it 25 points from the opening posts' own. With the served bounds, the total from the opening
+    posts' p80 is held to what one run may move: past it, a person approves."""
+    fields = Settings.model_fields
+    bounds = Bounds(max_move=fields["calibration_max_move"].default,
+                    max_from_own=fields["calibration_max_from_own"].default)
+    assert bounds.max_from_own <= bounds.max_move == Bounds().max_move
+    served, applied, stopped = (0.36, 0.78), [], []
+    for normal in (0.725, 0.675, 0.625):  # p71.7, p63.3, p55 of OWN: 8.3 points a week
+        problems = move_problems(OWN, abstain=0.36, normal=normal, normal_pct=80,
+                                 served=served, approved_normal=None, bounds=bounds)
+        if problems:
+            stopped.append(problems)
+        else:
+            served = (0.36, normal)
+            applied.append(normal)
+    assert applied == [0.725]
+    # The second week is within one run's move of the first, but not of the opening posts'.
+    assert stopped and all(any("SIDECAR_CALIBRATION_MAX_FROM_OWN" in p for p in problems)
+                           for problems in stopped)
+    assert not [p for p in stopped[0] if "SIDECAR_CALIBRATION_MAX_MOVE" in p]
+    assert abs(position(OWN, served[1]) - 80) <= bounds.max_from_own
