@@ -41,27 +41,51 @@ def tiny_bert_config(classifier: bool) -> dict[str, Any]:
     }
 
 
+def sized_bert_config(layers: int, hidden: int, heads: int, max_length: int = 512
+                      ) -> dict[str, Any]:
+    """A BERT encoder config of a given size over the MiniLM vocabulary (e.g. 24 x 1,024: the
+    compute of bge-m3 per token, for benchmarks that cannot load the real weights)."""
+    return {**tiny_bert_config(classifier=False), "hidden_size": hidden,
+            "num_hidden_layers": layers, "num_attention_heads": heads,
+            "intermediate_size": 4 * hidden, "max_position_embeddings": max_length,
+            "initializer_range": 0.02}
+
+
+def make_random_embedder(out_dir: Path, config: dict[str, Any], *, name: str, seed: int = 0,
+                         max_length: int | None = None) -> ModelManifest:
+    """Write an embedder of ``config`` with random weights (mean pooling, normalised) to
+    ``out_dir``, exported by the native exporter, with its manifest."""
+    return _make_random(Path(out_dir), config, name=name, seed=seed, task="embed",
+                        max_length=max_length or int(config["max_position_embeddings"]))
+
+
 def _make_tiny(out_dir: Path, seed: int, task: str) -> ModelManifest:
-    out = Path(out_dir)
+    kind = "cross-encoder" if task == "rerank" else "embedder"
+    return _make_random(Path(out_dir), tiny_bert_config(classifier=task == "rerank"),
+                        name=f"tiny-{kind}-seed{seed}", seed=seed, task=task,
+                        max_length=TINY_MAX_LENGTH)
+
+
+def _make_random(out: Path, config: dict[str, Any], *, name: str, seed: int, task: str,
+                 max_length: int) -> ModelManifest:
     out.mkdir(parents=True, exist_ok=True)
-    config = tiny_bert_config(classifier=task == "rerank")
     onnx_path = export_encoder(config, build_random_encoder(config, seed), out / "model.onnx", task)
     shutil.copy2(minilm_dir() / TOKENIZER_FILE, out / TOKENIZER_FILE)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     kind = "cross-encoder" if task == "rerank" else "embedder"
     manifest = ModelManifest(
-        name=f"tiny-{kind}-seed{seed}",
+        name=name,
         task="rerank" if task == "rerank" else "embed",
         dimensions=1 if task == "rerank" else int(config["hidden_size"]),
         pooling="none" if task == "rerank" else "mean",
         normalize=task == "embed",
-        max_length=TINY_MAX_LENGTH,
+        max_length=max_length,
         version=1,
         checksum=compute_checksum(onnx_path),
         onnx_file=onnx_path.name,
         quantization="none",
         architecture="bert",
-        source=f"tiny-{kind}:seed={seed}",
+        source=f"random-{kind}:seed={seed}",
     )
     write_manifest(out, manifest)
     return manifest

@@ -21,7 +21,8 @@ def _model_info() -> dict[str, Any]:
     res = get_resources()
     info: dict[str, Any] = {
         "embedder": {"name": res.model.name, "model_id": res.model.id,
-                     "dimensions": res.model.dimensions, "provider": res.embedder.provider},
+                     "dimensions": res.model.dimensions, "provider": res.embedder.provider,
+                     **({"served_by": res.served.describe()} if res.served else {})},
         "reranker": None,
     }
     if res.reranker is not None:

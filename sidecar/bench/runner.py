@@ -28,6 +28,7 @@ PARTS: dict[str, str] = {
     "related": "sidecar.bench.related_part",
     "seeds": "sidecar.bench.seeds_part",
     "rerank": "sidecar.bench.rerank_part",
+    "train-embedder": "sidecar.bench.train_embedder_part",
 }
 # What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes, seeds
 # checks the scale part's generator.

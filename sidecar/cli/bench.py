@@ -61,18 +61,19 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
               show_default=True, help="Folder for results.json and summary.md.")
 @click.option("--part", "parts", multiple=True,
               type=click.Choice(["models", "vectors", "backfill", "e2e", "chain", "scale",
-                                 "seeds", "related", "rerank"]),
+                                 "seeds", "related", "rerank", "train-embedder"]),
               help="Run only these parts (repeatable). Default: all but scale, related and "
                    "rerank (related: /v1/topics/<id>/related cold and warm beside /v1/search "
                    "on the scale part's forum; takes --posts, --private-share, --dims, "
                    "--vectors; rerank: the forum's reranker's training time on --dump's forum "
-                   "and the latency it adds to /v1/retrieve).")
+                   "and the latency it adds to /v1/retrieve; train-embedder: tuning the "
+                   "embedder on --dump's forum, re-embedding posts/s, the night it takes).")
 @click.option("--quick", is_flag=True, help="Small sizes: checks that every part runs.")
 @click.option("--dump", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="scale, seeds: the dump resampled into forums; rerank: the forum trained on "
                    "(default ../shared/eval/qatarliving).")
 @click.option("--train-minutes", type=click.FloatRange(min=1), default=None,
-              help="rerank: the training budget (default 60; 5 with --quick).")
+              help="rerank, train-embedder: the training budget (default 60; 5 with --quick).")
 @click.option("--posts", help="scale: forum sizes, e.g. 100000,300000,1000000.")
 @click.option("--private-share", type=click.FloatRange(0.0, 0.95), default=0.5,
               show_default=True, help="scale: share of the posts that are not public.")
@@ -110,7 +111,8 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
                          max_scan_tuples, overfetch, hybrid, vectors, indexes,
                          keyword_max_words, keyword_only)
     extras = {"scale": scale, "related": scale, "seeds": {"dump": dump},
-              "rerank": {"dump": dump, "train_minutes": train_minutes}}
+              "rerank": {"dump": dump, "train_minutes": train_minutes},
+              "train-embedder": {"dump": dump, "train_minutes": train_minutes}}
     tables, summary = run_bench(settings, out, chosen, quick=quick,
                                 command="sidecar bench " + " ".join(sys.argv[2:]),
                                 extras=extras)

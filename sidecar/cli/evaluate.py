@@ -50,12 +50,18 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
               help="First train the forum's own reranker on the dump's forum (never a topic "
                    "judged relevant to its questions), then evaluate with it served.")
 @click.option("--train-minutes", type=click.FloatRange(min=1), default=60.0, show_default=True,
-              help="--train-reranker: its training budget.")
-@click.pass_obj
-def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline: str, out: Path,
-             seed: int, resamples: int, query_fields: str, no_png: bool,
+              help="--train-reranker / --train-embedder: the training budget.")
+@click.option("--train-embedder", is_flag=True,
+              help="Tune the embedder on the dump's forum (never a topic judged relevant to its "
+                   "questions), then evaluate before and after, paired: retrieval (both query "
+                   "shapes where the dump has them), zones (with --ood) and related topics; "
+                   "--part retrieval|zones runs one part.")
+@click.pass_context
+def evaluate(ctx: click.Context, dump: Path, configs: tuple[str, ...], baseline: str,
+             out: Path, seed: int, resamples: int, query_fields: str, no_png: bool,
              list_configs: bool, allow_rejected: bool, part: str, ood: tuple[Path, ...],
-             folds: int, train_reranker: bool, train_minutes: float) -> None:
+             folds: int, train_reranker: bool, train_minutes: float,
+             train_embedder: bool) -> None:
     """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
 
     The dump is imported and embedded once into a database of its own (reused while the dump,
@@ -64,6 +70,7 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
     """
     from sidecar.evaluation.configs import CATALOGUE
 
+    settings: Settings = ctx.obj
     if list_configs:
         for c in CATALOGUE:
             extra = "" if c.default else " [not in the default matrix]"
@@ -73,6 +80,12 @@ def evaluate(settings: Settings, dump: Path, configs: tuple[str, ...], baseline:
     if not (dump / "queries.jsonl").is_file():
         raise click.UsageError(
             f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
+    if train_embedder:
+        explicit = ctx.get_parameter_source("part") is not click.core.ParameterSource.DEFAULT
+        _embedder_before_after(settings, dump, ood, minutes=train_minutes, out=out, seed=seed,
+                               resamples=min(resamples, 2000), parts=(part,) if explicit
+                               else None)
+        return
     if train_reranker:
         settings = _with_trained_reranker(settings, dump, train_minutes)
     if part == "zones":
@@ -126,6 +139,37 @@ def _zones(settings: Settings, dump: Path, ood: tuple[Path, ...], *, folds: int,
     doc = run_zones(settings, dump, ood=ood, folds=folds, seed=seed,
                     resamples=min(resamples, 2000),
                     out_png=out.with_suffix(".png") if png else None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    text = to_markdown(doc)
+    out.with_suffix(".md").write_text(text)
+    click.echo(text)
+    click.echo(f"written (json): {out}")
+
+
+def _embedder_before_after(settings: Settings, dump: Path, ood: tuple[Path, ...], *,
+                           minutes: float, out: Path, seed: int, resamples: int,
+                           parts: tuple[str, ...] | None) -> None:
+    """`sidecar eval --train-embedder`: write FILE.json and FILE.md."""
+    # Heavy (the models, torch while training): loaded when the command runs.
+    import json
+
+    from sidecar.errors import InvalidInput
+    from sidecar.evaluation.dataset import load_dataset
+    from sidecar.training.embed_eval import PARTS, run_embedder_eval, to_markdown
+    from sidecar.training.embed_run import EmbedOptions
+
+    if settings.embed_url:
+        raise click.UsageError("--train-embedder tunes the in-process model: unset "
+                               "SIDECAR_EMBED_URL")
+    try:  # both query shapes where the dump has them: a question as one text, title + body
+        load_dataset(dump.resolve(), "subject+body")
+        shapes = ["text", "subject+body"]
+    except InvalidInput:
+        shapes = ["text"]
+    doc = run_embedder_eval(settings, dump, EmbedOptions(budget_s=minutes * 60),
+                            parts=parts or PARTS, query_fields=shapes, ood=ood,
+                            resamples=resamples, seed=seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     text = to_markdown(doc)

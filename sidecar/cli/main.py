@@ -22,6 +22,7 @@ from sidecar.cli.output import echo_json
 from sidecar.cli.related_eval import eval_related
 from sidecar.cli.retrievals import retrievals
 from sidecar.cli.run import prepare, run, search_cmd, serve
+from sidecar.cli.train_embedder import embedder, train_embedder_cmd
 from sidecar.cli.train_reranker import reranker, train_reranker_cmd
 from sidecar.cli.tune import tune_cmd
 from sidecar.cli.tune_links import tune_links_cmd
@@ -85,6 +86,6 @@ def import_cmd(settings: Settings, directory: Path, strict: bool) -> None:
 for _command in (
     db, run, prepare, serve, search_cmd, backfill, worker, queues_cmd, models, model_host,
     retrievals, evaluate, tune_cmd, tune_links_cmd, train_reranker_cmd, reranker, calibrate_cmd,
-    bench, keyword, dump_mail, eval_related,
+    bench, keyword, dump_mail, eval_related, train_embedder_cmd, embedder,
 ):
     main.add_command(_command)

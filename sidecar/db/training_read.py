@@ -106,3 +106,31 @@ def _threads(rows: list[dict[str, object]]) -> list[Thread]:
                           replies=tuple(items[1:]),
                           accepted=None if accepted is None else int(str(accepted))))
     return out
+
+
+def reply_links(conn: DictConn, topic_ids: Collection[int]) -> list[tuple[int, str]]:
+    """(topic id, link destination) of every ``href`` in the public replies of ``topic_ids``
+    (the caller keeps those that lead to a topic of the forum: ``core.forum_links``)."""
+    rows = conn.execute(
+        sql.SQL(
+            """
+            SELECT p.topic_id, m[1] AS href
+            FROM posts p {joins}
+            CROSS JOIN LATERAL regexp_matches(p.cooked, 'href="([^"]+)"', 'g') AS m
+            WHERE p.topic_id = ANY (%(topics)s::int[]) AND p.post_number > 1 AND {public}
+            """
+        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        {"topics": sorted(topic_ids)},
+    ).fetchall()
+    return [(int(r["topic_id"]), str(r["href"])) for r in rows]
+
+
+def opening_posts(conn: DictConn, topic_ids: Collection[int]) -> dict[int, int]:
+    """The opening post's id of each public topic among ``topic_ids`` (others are absent)."""
+    rows = conn.execute(
+        sql.SQL("SELECT p.topic_id, p.id FROM posts p {joins}"
+                " WHERE p.topic_id = ANY (%(topics)s::int[]) AND p.post_number = 1 AND {public}")
+        .format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE)),
+        {"topics": sorted(topic_ids)},
+    ).fetchall()
+    return {int(r["topic_id"]): int(r["id"]) for r in rows}

@@ -167,8 +167,9 @@ def run_related_eval(settings: Settings, dump: Path, *, ood: tuple[Path, ...] = 
     uncalibrated = rs.choose_threshold(rows, ("settings_abstain", "settings_normal"))
     for row in rows:
         row.pop("series")
-    for row in systems.values():
-        row.pop("series")
+    # Per-query series stay in the document apart: a later run compares with them, query by
+    # query (`sidecar eval --train-embedder`, before and after).
+    series = {name: row.pop("series") for name, row in systems.items()}
     return {
         "meta": {"dump": str(dump), "forum_copy": str(copy.directory), "seeded": seeded,
                  "ood": [str(p) for p in ood], "queries": len(queries),
@@ -176,7 +177,8 @@ def run_related_eval(settings: Settings, dump: Path, *, ood: tuple[Path, ...] = 
                  "seed": seed, "resamples": resamples, "depth": rs.DEPTH,
                  "duration_s": round(time.perf_counter() - started, 1)},
         "related": {"systems": list(systems.values()), "comparisons": comparisons,
-                    "latency": {name: rs.latency(v) for name, v in asked["ms"].items()}},
+                    "latency": {name: rs.latency(v) for name, v in asked["ms"].items()},
+                    "series": series},
         "similar": {
             "calibration": {"abstain": cal.abstain, "normal": cal.normal,
                             "abstain_pct": cal.abstain_pct, "normal_pct": cal.normal_pct,

@@ -41,6 +41,7 @@ from sidecar.runtime.model_loading import (
     residual_of,
     resolve_model,
 )
+from sidecar.runtime.served_model import ServedChoice, served_choice
 from sidecar.runtime.services import ServiceUrls, resolve_services
 from sidecar.search.profile import ProfileState, load_served
 from sidecar.search.service import SearchService
@@ -97,6 +98,9 @@ class Resources:
     pgvector: str
     loaded: LoadedModels | None = None
     owned_models: tuple[Any, ...] = ()  # loaded by start_resources, so closed by close()
+    # Which embedding model serves and why: the configured one, or the forum-tuned one that
+    # `sidecar embedder promote` chose (already in ``settings``).
+    served: ServedChoice | None = None
     _lock: threading.RLock = field(init=False, repr=False, default_factory=threading.RLock)
     _retrieval: _Once[RetrievalPipeline] = field(init=False, repr=False, default_factory=_Once)
     _sanitizer: _Once[SanitizeService] = field(init=False, repr=False, default_factory=_Once)
@@ -238,9 +242,14 @@ def start_resources(
         with db.connection() as conn:
             version = pgvector_version(conn)
         pgvector = version if version is not None else str(info["pgvector"] if info else "")
+        # The promoted embedder replaces the configured model before any model loads (a given
+        # embedder is the caller's choice).
+        served = served_choice(settings, db) if embedder is None else None
+        settings = served.settings if served is not None else settings
         if not load_models:
             return Resources(settings=settings, urls=urls, db=db, redis=redis_client,
-                             model=resolve_model(db, settings, model_name), pgvector=pgvector)
+                             model=resolve_model(db, settings, model_name), pgvector=pgvector,
+                             served=served)
         loaded, model = _load_models(settings, db, pgvector, embedder, reranker, owned)
     except BaseException:
         for part in (*owned, db, redis_client):
@@ -249,7 +258,7 @@ def start_resources(
                 close()
         raise
     return Resources(settings=settings, urls=urls, db=db, redis=redis_client, model=model,
-                     pgvector=pgvector, loaded=loaded, owned_models=tuple(owned))
+                     pgvector=pgvector, loaded=loaded, owned_models=tuple(owned), served=served)
 
 
 def _load_models(settings: Settings, db: Database, pgvector: str, embedder: Embedder | None,

@@ -75,7 +75,8 @@ def _unit_commands(unit: Path) -> list[list[str]]:
 
 @pytest.mark.parametrize("unit", ["sidecar-api.service", "sidecar-worker.service",
                                   "sidecar-backfill.service", "sidecar-calibrate.service",
-                                  "sidecar-train-reranker.service"])
+                                  "sidecar-train-reranker.service",
+                                  "sidecar-train-embedder.service"])
 def test_the_units_call_commands_that_exist(unit: str) -> None:
     from click.testing import CliRunner
 
@@ -115,11 +116,27 @@ def test_the_monthly_training_reloads_the_api_only_when_it_promoted() -> None:
     assert "ExecStartPost=+/bin/systemctl reload sidecar-api.service" in service
 
 
+def test_the_monthly_tuning_trains_reembeds_and_reports_but_never_promotes_as_shipped() -> None:
+    timer = (DEPLOY / "sidecar-train-embedder.timer").read_text()
+    assert re.search(r"^OnCalendar=Sat \*-\*-15\.\.21 ", timer, re.M)
+    assert "Persistent=true" in timer
+    service = (DEPLOY / "sidecar-train-embedder.service").read_text()
+    assert _unit_commands(DEPLOY / "sidecar-train-embedder.service") == [
+        ["train-embedder", "--budget-minutes", "120", "--until", "06:30", "--wait"]]
+    assert "Type=oneshot" in service
+    # Promoting is the operator's to switch on: the reloads ship commented out.
+    assert not re.search(r"^ExecStartPost=", service, re.M)
+    assert "#ExecStartPost=+/bin/systemctl reload sidecar-api.service" in service
+
+
 def test_the_timer_starts_the_backfill_service() -> None:
     timer = (DEPLOY / "sidecar-backfill.timer").read_text()
     assert re.search(r"^OnCalendar=", timer, re.M) and "Persistent=true" in timer
     service = (DEPLOY / "sidecar-backfill.service").read_text()
     assert "Type=oneshot" in service and "--no-wait" in service and "--budget" in service
+    # A tuned embedder's unfinished vectors get a run of their own each night.
+    assert ["embedder", "reembed", "--budget", "50000", "--until", "06:30", "--no-wait"] in \
+        _unit_commands(DEPLOY / "sidecar-backfill.service")
 
 
 def _free_port() -> int:
