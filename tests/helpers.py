@@ -115,3 +115,21 @@ def load_script(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def write_tiny_encoder(out: Path) -> Path:
+    """A 2-layer, 32-wide BERT encoder checkpoint over MiniLM's vocabulary in ``out`` (an init
+    that trains in seconds; needs transformers, the train extra)."""
+    import shutil
+
+    import transformers
+
+    from models.presets import minilm_dir
+    from models.tiny import tiny_bert_config
+
+    config = transformers.BertConfig(**tiny_bert_config(classifier=False))
+    transformers.BertModel(config).save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                 "special_tokens_map.json"):
+        shutil.copy2(minilm_dir() / name, out / name)
+    return out
