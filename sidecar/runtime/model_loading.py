@@ -56,13 +56,15 @@ def load_embedder(settings: Settings) -> Embedder:
     return embedder
 
 
-def load_prepared_embedder(settings: Settings, model: RegisteredModel) -> Embedder:
+def load_prepared_embedder(settings: Settings, model: RegisteredModel,
+                           path: Path | None = None) -> Embedder:
     """The embedder of a registered model other than the serving one, from its prepared dir.
 
     Jobs keep every (model, strategy) that has vectors fresh: such a model is loaded from
-    ``<state_dir>/models/<name>``, and its dimensions must match the registry.
+    ``path`` (default ``<state_dir>/models/<name>``), and its dimensions must match the
+    registry.
     """
-    path = settings.models_dir / model.name
+    path = path or settings.models_dir / model.name
     if not (path / "manifest.json").is_file():
         raise ConfigurationError(
             f"model {model.name!r} is registered but not prepared in {path}: run "

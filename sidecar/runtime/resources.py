@@ -165,9 +165,14 @@ class Resources:
         """
         if model.name == self.model.name:
             return self.embedder
+        # While a tuned model serves, the configured one keeps its vectors fresh (rollback
+        # serves them) from the folder the settings name for it.
+        configured = self.served.configured if self.served is not None else None
+        path = (configured.embed_dir() if configured is not None
+                and model.name == configured.embed_model else None)
         with self._lock:
             if model.name not in self._embedders:
-                self._embedders[model.name] = load_prepared_embedder(self.settings, model)
+                self._embedders[model.name] = load_prepared_embedder(self.settings, model, path)
             return self._embedders[model.name]
 
     def indexer(self, model: RegisteredModel, strategy: int) -> Indexer:

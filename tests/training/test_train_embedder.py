@@ -217,6 +217,10 @@ def test_trained_reembedded_promoted_served_rolled_back_and_pruned(
             "/v1/health", headers={"Authorization": f"Bearer {API_KEY}"}).get_json()
         assert health["models"]["embedder"]["name"] == NAME
         assert health["models"]["embedder"]["served_by"]["source"] == "promoted"
+        # Index events keep the configured model's vectors fresh for a rollback: it loads
+        # from the folder the settings name for it.
+        base = served.indexer(forum.model, 1)
+        assert base.embedder.name == forum.model.name and base.embedder.dimensions == 384
     finally:
         served.close()
 
