@@ -43,7 +43,7 @@ from sidecar.core.zone_guard import (
     per_asker,
 )
 from sidecar.db.calibration_read import asked_questions, opening_posts
-from sidecar.search.profile import profile_zones, with_pending, with_zones, write_profile
+from sidecar.search.profile import profile_zones, update_profile, with_pending, with_zones
 
 log = logging.getLogger(__name__)
 
@@ -232,11 +232,12 @@ def ensure_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTION
     path = settings.profile_path()
     c = run.calibration
     if run.problems:
-        write_profile(path, with_pending(path, c, run.problems, model=res.model.name,
-                                         strategy=settings.strategy, settings=settings))
+        update_profile(path, lambda: with_pending(path, c, run.problems, model=res.model.name,
+                                                  strategy=settings.strategy,
+                                                  settings=settings))
         return (f"zones of {scorer}: the settings' thresholds (the calibration moved past its "
                 "bound and waits for `sidecar calibrate --approve`)")
-    write_profile(path, with_zones(path, c, model=res.model.name,
-                                   strategy=settings.strategy, settings=settings))
+    update_profile(path, lambda: with_zones(path, c, model=res.model.name,
+                                            strategy=settings.strategy, settings=settings))
     return (f"zones of {c.scorer}: calibrated on {c.questions} of the forum's own questions "
             f"(abstain below {c.abstain:.3f}, normal from {c.normal:.3f})")

@@ -11,6 +11,7 @@ unit reloads the API only on 0.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from typing import cast
@@ -71,7 +72,7 @@ def calibrate_cmd(settings: Settings, questions: int, seed: int | None, abstain_
     # Heavy (the models, numpy): loaded when the command runs.
     from sidecar.answer.zone_calibration import Basis, calibrate_zones
     from sidecar.runtime.resources import start_resources
-    from sidecar.search.profile import with_pending, with_zones, write_profile
+    from sidecar.search.profile import update_profile, with_pending, with_zones
 
     res = start_resources(settings)
     try:
@@ -106,14 +107,15 @@ def calibrate_cmd(settings: Settings, questions: int, seed: int | None, abstain_
         path = settings.profile_path()
         model, strategy = res.model.name, settings.strategy
         if run.problems:
-            write_profile(path, with_pending(path, run.calibration, run.problems, model=model,
-                                             strategy=strategy, settings=settings))
+            update_profile(path, lambda: with_pending(
+                path, run.calibration, run.problems, model=model, strategy=strategy,
+                settings=settings))
             click.echo(f"not applied: the served thresholds are kept and this calibration is "
                        f"pending in {path}; review it on /moderation/calibration, then "
                        "`sidecar calibrate --approve`", err=True)
             sys.exit(PAST_BOUND)
-        digest = write_profile(path, with_zones(path, run.calibration, model=model,
-                                                strategy=strategy, settings=settings))
+        digest = update_profile(path, lambda: with_zones(
+            path, run.calibration, model=model, strategy=strategy, settings=settings))
         click.echo(f"zones written to {path} (sha256 {digest[:12]}); restart or reload the API "
                    "to apply", err=as_json)
     finally:
@@ -123,7 +125,7 @@ def calibrate_cmd(settings: Settings, questions: int, seed: int | None, abstain_
 def _approve(settings: Settings, as_json: bool) -> None:
     """Serve every pending calibration as reported, marking its normal threshold approved."""
     # Deferred like the rest (fork safety); no model is loaded to approve.
-    from sidecar.search.profile import profile_pending, read_profile, with_zones, write_profile
+    from sidecar.search.profile import profile_pending, read_profile, update_profile, with_zones
 
     path = settings.profile_path()
     pending = profile_pending(settings)
@@ -133,8 +135,9 @@ def _approve(settings: Settings, as_json: bool) -> None:
     approved = []
     for scorer, (calibration, problems) in sorted(pending.items()):
         calibration = dataclasses.replace(calibration, approved_normal=calibration.normal)
-        write_profile(path, with_zones(path, calibration, model=profile.model,
-                                       strategy=profile.strategy, settings=settings))
+        update_profile(path, functools.partial(with_zones, path, calibration,
+                                               model=profile.model, strategy=profile.strategy,
+                                               settings=settings))
         approved.append({"scorer": scorer, "abstain": calibration.abstain,
                          "normal": calibration.normal, "problems": problems})
     if as_json:

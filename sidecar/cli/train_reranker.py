@@ -7,10 +7,19 @@ from typing import Any
 
 import click
 
+from models.names import InvalidModelName, check_model_name
 from sidecar.config.settings import Settings
 
 # Deferred imports (fork safety): each command imports what it needs when it runs (see
 # sidecar/cli/tune.py).
+
+
+def _plain_name(value: str | None) -> str | None:
+    """A --name that is a plain model name (checked before anything starts)."""
+    try:
+        return None if value is None else check_model_name(value)
+    except InvalidModelName as exc:
+        raise click.BadParameter(str(exc)) from exc
 
 
 @click.command("train-reranker")
@@ -18,7 +27,9 @@ from sidecar.config.settings import Settings
               help="What to start from: an installed model package by name (the embedder's "
                    "encoder), or the folder of a Hugging Face encoder or cross-encoder "
                    "(mmarco, a bge reranker: then it is fine-tuned).")
-@click.option("--name", default=None, help="The model's name [default: forum-reranker-<time>].")
+@click.option("--name", default=None, callback=lambda _ctx, _param, value: _plain_name(value),
+              help="The model's name, a folder inside the models folder that is not there yet "
+                   "(letters, digits, '.', '_', '-') [default: forum-reranker-<time>].")
 @click.option("--budget-minutes", type=click.FloatRange(min=1), default=60.0,
               show_default=True, help="Training stops after this long (mining and the check "
                                       "come on top).")
@@ -80,7 +91,7 @@ def _promote(settings: Settings, model: str, outcome: Any, overridden: str | Non
              as_json: bool) -> dict[str, Any]:
     from sidecar.answer.zone_calibration import calibrate_zones
     from sidecar.runtime.resources import start_resources
-    from sidecar.search.profile import with_zones, write_profile
+    from sidecar.search.profile import update_profile, with_zones
     from sidecar.training.promote import promote
 
     digest = promote(settings, model=model, name=outcome.name, model_dir=outcome.model_dir,
@@ -96,9 +107,9 @@ def _promote(settings: Settings, model: str, outcome: Any, overridden: str | Non
     try:
         run = calibrate_zones(res, progress=not as_json, basis="opening_posts")
         path = settings.profile_path()
-        out["digest"] = write_profile(path, with_zones(path, run.calibration, model=model,
-                                                       strategy=settings.strategy,
-                                                       settings=settings))
+        out["digest"] = update_profile(path, lambda: with_zones(
+            path, run.calibration, model=model, strategy=settings.strategy,
+            settings=settings))
         out["zones"] = {"scorer": run.calibration.scorer, "abstain": run.calibration.abstain,
                         "normal": run.calibration.normal}
     finally:

@@ -52,7 +52,7 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     API reads it at start-up (restart or reload it to apply).
     """
     # Heavy (numpy, the models): loaded when the command runs, not when the CLI is imported.
-    from sidecar.search.profile import updated_profile, write_profile
+    from sidecar.search.profile import update_profile, updated_profile
     from sidecar.tuning.render import to_markdown
     from sidecar.tuning.session import run_tune
 
@@ -70,8 +70,8 @@ def tune_cmd(settings: Settings, dump: Path | None, sources: tuple[str, ...], fo
     path = settings.profile_path()
     # Judged queries with details (`--query title+body`) tune the slot served to such queries.
     details = dump is not None and "+" in query_fields
-    digest = write_profile(path, updated_profile(path, profile, details=details,
-                                                 settings=settings))
+    digest = update_profile(path, lambda: updated_profile(path, profile, details=details,
+                                                          settings=settings))
     shape = "queries with details" if details else "queries"
     click.echo(f"search profile written for {shape}: {path} (sha256 {digest[:12]}); restart "
                "or reload the API to serve it")

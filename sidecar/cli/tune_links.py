@@ -35,7 +35,7 @@ def tune_links_cmd(settings: Settings, dump: Path | None, folds: int, seed: int,
     from sidecar.evaluation.dataset import load_dataset
     from sidecar.evaluation.state import prepare_state
     from sidecar.runtime.resources import start_resources
-    from sidecar.search.profile import with_link_rule, write_profile
+    from sidecar.search.profile import update_profile, with_link_rule
     from sidecar.tuning import links
 
     if dump is not None:
@@ -63,9 +63,9 @@ def tune_links_cmd(settings: Settings, dump: Path | None, folds: int, seed: int,
         if dry_run or report["served"] != "learned":
             return
         path = settings.profile_path()
-        digest = write_profile(path, with_link_rule(path, rule, report, model=res.model.name,
-                                                    strategy=settings.strategy,
-                                                    settings=settings))
+        digest = update_profile(path, lambda: with_link_rule(
+            path, rule, report, model=res.model.name, strategy=settings.strategy,
+            settings=settings))
         click.echo(f"link rule written to {path} (sha256 {digest[:12]}); restart or reload the "
                    "API to apply", err=as_json)
     finally:

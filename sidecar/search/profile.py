@@ -31,6 +31,8 @@ from sidecar.core.postchoice import ANSWER_RULE, LinkRule
 from sidecar.core.searchconfig import SearchConfig
 from sidecar.core.types import Mode, TopicScore
 from sidecar.errors import ConfigurationError
+from sidecar.search.profile_io import update_profile as update_profile
+from sidecar.search.profile_io import write_profile as write_profile
 from sidecar.search.profile_schema import (
     LinkRuleModel,
     PendingZonesModel,
@@ -153,16 +155,6 @@ def read_profile(path: Path) -> tuple[SearchProfile, str]:
         first = str(exc).splitlines()[0]
         raise ConfigurationError(f"search profile {path} is not valid: {first}") from exc
     return profile, hashlib.sha256(data).hexdigest()
-
-
-def write_profile(path: Path, profile: SearchProfile) -> str:
-    """Write a profile atomically (a reader never sees half a file); returns its digest."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = profile.model_dump_json(indent=2) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_served(settings: Settings, model_name: str) -> ProfileState:

@@ -9,11 +9,11 @@ held-out figures and the cosine it corrects (read back by
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 from models.manifest import read_manifest, write_manifest
+from models.names import check_model_name
 from models.prepare import prepare_model
 from sidecar.core.rerank_score import Residual
 
@@ -28,10 +28,12 @@ def residual_record(residual: Residual | None) -> dict[str, Any] | None:
 
 def export_reranker(checkpoint: Path, out: Path, *, name: str, quantize: bool,
                     training: dict[str, Any]) -> Path:
-    """Export ``checkpoint`` to the model directory ``out`` named ``name``, with ``training``
-    recorded in its manifest (a directory already there is replaced)."""
-    if out.exists():
-        shutil.rmtree(out)
+    """Export ``checkpoint`` to the new model directory ``out`` named ``name``, with
+    ``training`` recorded in its manifest. ``out`` must not exist (FileExistsError): a model is
+    never replaced, and nothing already there is ever deleted (:mod:`models.names`)."""
+    check_model_name(name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.mkdir()  # claims the name: fails if anything is there, even from a run started alongside
     prepare_model(str(checkpoint), task="rerank", out_dir=out,
                   quantize="int8" if quantize else None, name=name)
     manifest = read_manifest(out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,12 @@ def trained_for_eval(settings: Settings, dump: Path, options: TrainOptions, *,
         if manifest is not None and manifest.training and "held_out" in manifest.training:
             log.info("reusing %s (trained %s)", model_dir, manifest.training.get("trained_at"))
             return model_dir, manifest.training
+        if model_dir.exists():
+            # This evaluation's own model left unfinished (a run stopped before its guard): its
+            # name is a digest of the dump and options, so nothing else can be in that folder.
+            # A training run never replaces a folder itself.
+            log.warning("removing %s: an unfinished evaluation model", model_dir)
+            shutil.rmtree(model_dir)
         options = replace(options, name=name, exclude=judged_topics(dump),
                           seed=options.seed or EVAL_SEED)
         outcome = train_forum_reranker(res, options, progress=progress)

@@ -23,8 +23,10 @@ import numpy as np
 from psycopg.conninfo import conninfo_to_dict
 
 from models import load_reranker
+from models.names import InvalidModelName, ModelExists, new_model_dir
 from models.presets import find_preset, package_model_dir
 from models.protocols import Reranker
+from sidecar.config.settings import Settings
 from sidecar.core.rerank_score import Residual
 from sidecar.db.training_read import thread_count
 from sidecar.errors import InvalidInput
@@ -32,6 +34,7 @@ from sidecar.runtime.resources import Resources
 from sidecar.training.export import export_reranker, record_figures, residual_record
 from sidecar.training.guard import Scorer, Verdict, judge
 from sidecar.training.mining import MiningRules, Pair
+from sidecar.training.promote import promoted_entry
 from sidecar.training.source import mine
 from sidecar.training.trainer import TrainConfig, Trained, fit_residual, train
 
@@ -93,6 +96,24 @@ class _Stopwatch:
 def split_seed(options: TrainOptions) -> str:
     """The run's seed: the options' when given (evaluations, tests), else a fresh one."""
     return options.seed if options.seed is not None else secrets.token_hex(8)
+
+
+def new_reranker_dir(settings: Settings, name: str) -> Path:
+    """The folder a new reranker ``name`` goes to, checked before anything is mined: a plain
+    name (:mod:`models.names`), no folder of that name yet, and never the name of the promoted
+    reranker or of the one before it (their zones and traces are keyed by name, so a model
+    the guard refused would be served in their place). Raises :class:`InvalidInput`."""
+    try:
+        out = new_model_dir(settings.models_dir, name)
+    except (InvalidModelName, ModelExists) as exc:
+        raise InvalidInput(str(exc)) from exc
+    served = promoted_entry(settings)
+    taken = [] if served is None else [served.name, *([served.previous.get("name")]
+                                                       if served.previous else [])]
+    if name in taken:
+        raise InvalidInput(f"{name!r} names the promoted reranker (or the one before it, kept "
+                           "for `sidecar reranker rollback`): choose another name")
+    return out
 
 
 def init_dir(init: str) -> Path:
@@ -167,8 +188,11 @@ def _cosine(pairs: Sequence[Pair]) -> list[float]:
 def train_forum_reranker(res: Resources, options: TrainOptions, *,
                          progress: bool = True) -> TrainingOutcome:
     """Mine, train, export and judge a reranker for the forum behind ``res`` (not promoted
-    here: :mod:`sidecar.training.promote`). Raises :class:`ForumTooSmall`."""
+    here: :mod:`sidecar.training.promote`). Raises :class:`ForumTooSmall`, and
+    :class:`InvalidInput` for a name that is not a new plain one (:func:`new_reranker_dir`)."""
     started = time.monotonic()
+    name = options.name or f"forum-reranker-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+    out_dir = new_reranker_dir(res.settings, name)  # before an hour of training, not after
     with res.db.connection() as conn:
         threads = thread_count(conn)
     usable = threads - len(options.exclude)
@@ -192,14 +216,13 @@ def train_forum_reranker(res: Resources, options: TrainOptions, *,
     config = TrainConfig(init=source, max_length=options.max_length, epochs=options.epochs,
                          budget_s=options.budget_s)
     now = datetime.now(UTC)
-    name = options.name or f"forum-reranker-{now:%Y%m%dT%H%M%S}"
     with tempfile.TemporaryDirectory(prefix="sidecar-train-") as tmp:
         trained = train(pairs, config, Path(tmp) / "checkpoint", residual=residual,
                         progress=progress)
         clock.lap("training")
         record = _record(res, options, mined, trained, now, len(pairs), seed)
-        model_dir = export_reranker(trained.directory, res.settings.models_dir / name,
-                                    name=name, quantize=options.quantize, training=record)
+        model_dir = export_reranker(trained.directory, out_dir, name=name,
+                                    quantize=options.quantize, training=record)
         clock.lap("export")
     verdict = judge_against_served(res, model_dir, residual, mined.held)
     clock.lap("guard")

@@ -16,6 +16,7 @@ import pytest
 from models import load_reranker
 from models.presets import minilm_dir
 from sidecar.core.trace import Trace
+from sidecar.errors import InvalidInput
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.runtime.resources import start_resources
 from sidecar.training import run as training_run
@@ -111,6 +112,10 @@ def test_trained_exported_judged_promoted_served_and_rolled_back(
     assert record["pairs"]["train"]["positive"] > 0 and record["pairs"]["trained_on"] > 0
     assert record["residual"]["model"] == forum.model.name
     assert "questions" in record["held_out"]  # the guard's figures, whatever its verdict
+    assert record["seed"] and record["seed"] != "forum-reranker"  # drawn for this run
+    # A second run never replaces it: the name is taken.
+    with pytest.raises(InvalidInput, match="never overwritten"):
+        train_forum_reranker(forum, options, progress=False)
     assert isinstance(outcome.verdict.promote, bool)
 
     # Promoted in the profile: a new process serves it, with the cosine it corrects.
@@ -133,7 +138,9 @@ def test_trained_exported_judged_promoted_served_and_rolled_back(
         logit = float(served.reranker.score(
             "How do I grow a ZFS RAIDZ pool?",
             [f"{best.best_post.title} — {best.best_post.text}"])[0])
-        assert best.score == pytest.approx(residual.score(logit, cosine), abs=1e-4)
+        # int8 logits of a post scored in a padded batch and alone differ in the 4th decimal
+        # (each run trains from a fresh seed, so the margin is not one run's luck).
+        assert best.score == pytest.approx(residual.score(logit, cosine), abs=1e-3)
     finally:
         served.close()
     assert promoted_entry(forum.settings).name == "forum-test"
