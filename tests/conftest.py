@@ -87,12 +87,13 @@ def sidecar_url(url: str) -> str:
 def import_demo(url: str, ts_config: str = "english") -> None:
     """The demo forum imported into ``url``'s database by its owner, with the sidecar's schema."""
     from sidecar.db.migrate import upgrade
+    from sidecar.db.schema import with_search_path
     from sidecar.ingest.importer import import_dump
     from sidecar.runtime.bootstrap import demo_dir
 
     owner = owner_url(url)
     upgrade(owner)
-    with psycopg.connect(owner) as conn:
+    with psycopg.connect(with_search_path(owner)) as conn:  # the sidecar's tables too
         import_dump(conn, demo_dir(), ts_config)
 
 
@@ -212,8 +213,11 @@ def demo_forum(admin_url: str, redis: str, folder: Path, embedder: Any, *, prefi
 
     For fixtures that write (retrievals, labels...): ``demo_state`` itself is read-only.
     ``embed=False`` leaves the posts unembedded (tests that never search by meaning). The forum
-    is the owner's; the resources run as the sidecar's least-privilege role.
+    is the owner's; the resources run as the sidecar's least-privilege role, and the owner
+    builds the HNSW index of ``ai_posts_embeddings`` (in the forum's schema) once they are
+    embedded, as ``sidecar db upgrade --as-owner`` does beside a live forum.
     """
+    from sidecar.db.owner import IndexBuild, upgrade_as_owner
     from sidecar.runtime.bootstrap import backfill_sync, sync_keyword
     from sidecar.runtime.resources import start_resources
 
@@ -227,6 +231,8 @@ def demo_forum(admin_url: str, redis: str, folder: Path, embedder: Any, *, prefi
             sync_keyword(res)
             if embed:
                 backfill_sync(res, 1, progress=False)
+                upgrade_as_owner(owner_url(url), SIDECAR_ROLE,
+                                 IndexBuild(kind=settings.index_kind))
             yield res
         finally:
             res.close()

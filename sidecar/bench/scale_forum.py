@@ -76,14 +76,14 @@ def import_source(conn: psycopg.Connection[Any], dump: Path, ts_config: str
     public = source_posts(conn)
     conn.execute(
         """
-        CREATE TABLE src_posts AS
+        CREATE TABLE public.src_posts AS  -- the forum's schema: the importer searched ours first
         SELECT p.id, p.raw, p.cooked, p.word_count, p.like_count, d.raw_data,
                setweight(to_tsvector(%(cfg)s::regconfig, coalesce(d.raw_data, '')), 'D') AS tsv
         FROM posts p JOIN post_search_data d ON d.post_id = p.id
         """, {"cfg": ts_config})
     conn.execute(
         """
-        CREATE TABLE src_topics AS
+        CREATE TABLE public.src_topics AS
         SELECT id, title, fancy_title, slug, category_id,
                setweight(to_tsvector(%(cfg)s::regconfig, title), 'A') AS tsv FROM topics
         """, {"cfg": ts_config})

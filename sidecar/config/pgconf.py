@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 CONF_NAME = "sidecar.conf"
 INCLUDE = f"include_if_exists = '{CONF_NAME}'"
-_MEMORY = re.compile(r"^[1-9][0-9]*(kB|MB|GB|TB)$")
+_MEMORY = re.compile(r"[1-9][0-9]*(kB|MB|GB|TB)")  # fullmatch: "2GB\n" is not a size
 _MB = 2**20
 # The usual PostgreSQL rule of thumb: a quarter of the memory for shared_buffers (the rest is
 # the OS cache, the model and the workers'), and the planner told half is cache.
@@ -32,8 +32,15 @@ _FLOOR_MB, _CEILING_MB = 128, 16 * 1024
 
 def check_memory(value: str) -> str:
     """``auto`` or a PostgreSQL memory size (``2GB``); raises ValueError otherwise."""
-    if value != "auto" and not _MEMORY.match(value):
+    if value != "auto" and not _MEMORY.fullmatch(value):
         raise ValueError(f"not 'auto' nor a PostgreSQL memory size such as 2GB: {value!r}")
+    return value
+
+
+def check_size(value: str) -> str:
+    """Empty (the server's own) or a PostgreSQL memory size (``2GB``); raises ValueError."""
+    if value and not _MEMORY.fullmatch(value):
+        raise ValueError(f"not a PostgreSQL memory size such as 2GB: {value!r}")
     return value
 
 

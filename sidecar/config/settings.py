@@ -15,7 +15,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sidecar.config.keys import MIN_KEY_CHARS, key_problem
-from sidecar.config.pgconf import check_memory
+from sidecar.config.pgconf import check_memory, check_size
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
 
@@ -286,6 +286,11 @@ class Settings(BaseSettings):
     @classmethod
     def _check_shared_buffers(cls, value: str) -> str:
         return check_memory(value)
+
+    @field_validator("index_build_mem")
+    @classmethod
+    def _check_build_mem(cls, value: str) -> str:
+        return check_size(value)  # sent to PostgreSQL as maintenance_work_mem: a size only
 
     @field_validator("fusion_weights")
     @classmethod

@@ -1,7 +1,8 @@
 """What the sidecar's database role may do on a live forum, as one map and the SQL that grants it.
 
-The sidecar reads a few columns of Discourse's tables, owns its own tables (``sidecar_*``, and
-``ai_posts_embeddings`` where discourse-ai has not created it) and writes nothing else. This
+The sidecar reads a few columns of Discourse's tables, owns its own tables (``sidecar_*``, in a
+schema of their own: :mod:`sidecar.db.schema`), reads and writes its rows of
+``ai_posts_embeddings``, and may create nothing in a schema of the forum. This
 module is the one statement of that: :data:`FORUM_READS` names every Discourse table and column
 a query of ``sidecar/db/`` reads, :func:`grant_statements` turns it into the SQL of
 ``sidecar db grants`` (column-level ``GRANT SELECT``), and :mod:`sidecar.db.grants_check` compares
@@ -17,16 +18,22 @@ from typing import Any
 
 import psycopg
 
+from sidecar.db.schema import (
+    FORUM_SCHEMA,
+    SCHEMA,
+    SEARCH_PATH,
+    VECTOR_TABLE,
+    VECTOR_TABLE_DDL,
+)
 from sidecar.errors import InvalidInput
 
 # The sidecar's model ids start here (migration sidecar/0001): discourse-ai's
 # embedding_definitions ids stay far below, so both share ai_posts_embeddings.
 SIDECAR_MODEL_IDS_FROM = 100_001
 DEFAULT_ROLE = "sidecar"
-VECTOR_TABLE = "ai_posts_embeddings"
 # discourse-ai's registry of models: where it exists, ai_posts_embeddings is discourse-ai's.
 DISCOURSE_AI_MARKER = "embedding_definitions"
-_ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_ROLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")  # the whole name: fullmatch, never match
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ def is_sidecar_table(name: str) -> bool:
 
 def check_role(role: str) -> str:
     """The role name, when it is a plain lower-case identifier (it is pasted into SQL)."""
-    if not _ROLE.match(role):
+    if not _ROLE.fullmatch(role):
         raise InvalidInput(f"not a plain role name (lower-case letters, digits, _): {role!r}")
     return role
 
@@ -129,12 +136,26 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
          f"ALTER ROLE \"{r}\" SET statement_timeout = '10min'"),
         ("", f"ALTER ROLE \"{r}\" SET lock_timeout = '30s'"),
         ("", f"ALTER ROLE \"{r}\" SET idle_in_transaction_session_timeout = '10min'"),
-        ("pgvector >= 0.7 (bundled with Discourse's images)",
-         "CREATE EXTENSION IF NOT EXISTS vector"),
-        ("connect, and create the sidecar's own tables in the schema",
+        ("pgvector >= 0.7 (bundled with Discourse's images), in the forum's schema",
+         f"CREATE EXTENSION IF NOT EXISTS vector SCHEMA {FORUM_SCHEMA}"),
+        ("connect; use the forum's schema, never create in it (a function made there would run"
+         " as the forum's own role)",
          f"DO $$ BEGIN\n  EXECUTE format('GRANT CONNECT ON DATABASE %I TO \"{r}\"',"
          " current_database());\nEND $$"),
-        ("", f'GRANT USAGE, CREATE ON SCHEMA public TO "{r}"'),
+        ("", f'GRANT USAGE ON SCHEMA {FORUM_SCHEMA} TO "{r}"'),
+        ("CREATE on any other schema, given earlier (as older versions did on public), is taken"
+         " back",
+         "DO $$ DECLARE s record; BEGIN\n"
+         f"  FOR s IN SELECT nspname FROM pg_namespace WHERE nspname <> '{SCHEMA}'\n"
+         "      AND nspname NOT LIKE 'pg\\_%' AND nspname <> 'information_schema'\n"
+         f"  LOOP\n    EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM \"{r}\"', s.nspname);\n"
+         "  END LOOP;\nEND $$"),
+        ("the sidecar's own tables: a schema of their own, the role's",
+         f'CREATE SCHEMA IF NOT EXISTS {SCHEMA} AUTHORIZATION "{r}"'),
+        ("", f'ALTER SCHEMA {SCHEMA} OWNER TO "{r}"'),
+        ("its sessions search its schema first (the sidecar sets it on its connections too);"
+         " never the database's: the forum's role never searches the sidecar's schema",
+         f"ALTER ROLE \"{r}\" SET search_path = {SEARCH_PATH.replace(',', ', ')}"),
         ("nothing of the forum but what follows: earlier grants on its tables are taken back",
          "DO $$ DECLARE t record; BEGIN\n"
          "  FOR t IN SELECT c.relname FROM pg_class c\n"
@@ -151,26 +172,32 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
         else:
             steps.append((f"{read.table} ({read.optional}, where it exists): {read.why}",
                           _optional_grant(read, r)))
+    vector = f"{FORUM_SCHEMA}.{VECTOR_TABLE}"
+    made = "".join(f"    {statement};\n" for statement in VECTOR_TABLE_DDL)
     steps += [
-        (f"{VECTOR_TABLE}: discourse-ai's where it made it (the sidecar then reads and writes"
-         " its own models' rows), else the sidecar's own",
-         f"DO $$ BEGIN\n  IF to_regclass('public.{VECTOR_TABLE}') IS NOT NULL THEN\n"
-         f"    IF to_regclass('public.{DISCOURSE_AI_MARKER}') IS NOT NULL THEN\n"
-         f"      GRANT SELECT, INSERT, UPDATE, DELETE ON public.{VECTOR_TABLE} TO \"{r}\";\n"
-         f"    ELSE\n      ALTER TABLE public.{VECTOR_TABLE} OWNER TO \"{r}\";\n    END IF;\n"
-         "  END IF;\nEND $$"),
-        ("the sidecar's own tables, made earlier under another role, become the role's",
+        (f"{VECTOR_TABLE}, in the forum's schema: discourse-ai's where it made it, else made"
+         " here; never the role's (an owner could hang triggers on it, and indexing it needs"
+         " CREATE on the schema: its owner builds its indexes, `sidecar db owner-sql`)",
+         f"DO $$ BEGIN\n  IF to_regclass('{vector}') IS NULL THEN\n{made}"
+         f"  ELSIF (SELECT relowner FROM pg_class WHERE oid = '{vector}'::regclass)"
+         f" = '{r}'::regrole THEN\n"
+         f"    ALTER TABLE {vector} OWNER TO CURRENT_USER;\n  END IF;\nEND $$"),
+        ("the role reads and writes its own models' rows there",
+         f'GRANT SELECT, INSERT, UPDATE, DELETE ON {vector} TO "{r}"'),
+        ("the sidecar's own tables, made earlier under another role, become the role's (those"
+         f" an older version left in {FORUM_SCHEMA} too: `sidecar db upgrade` moves them)",
          "DO $$ DECLARE t record; BEGIN\n"
-         "  FOR t IN SELECT c.relname, c.relkind FROM pg_class c\n"
+         "  FOR t IN SELECT n.nspname, c.relname, c.relkind FROM pg_class c\n"
          "      JOIN pg_namespace n ON n.oid = c.relnamespace\n"
-         "      WHERE n.nspname = 'public' AND c.relname LIKE 'sidecar\\_%'\n"
+         f"      WHERE (n.nspname = '{SCHEMA}' OR (n.nspname = '{FORUM_SCHEMA}'"
+         " AND c.relname LIKE 'sidecar\\_%'))\n"
          f"        AND c.relkind IN ('r', 'p', 'S') AND c.relowner <> '{r}'::regrole\n"
          "        AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass\n"
          "                        AND d.objid = c.oid AND d.deptype IN ('a', 'i'))\n"
          "  LOOP\n"
-         "    EXECUTE format('ALTER %s public.%I OWNER TO \"" + r + "\"',\n"
+         "    EXECUTE format('ALTER %s %I.%I OWNER TO \"" + r + "\"',\n"
          "                   CASE t.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,"
-         " t.relname);\n"
+         " t.nspname, t.relname);\n"
          "  END LOOP;\nEND $$"),
     ]
     return steps

@@ -1,9 +1,11 @@
 """``sidecar db check-grants``: the connected role's rights against :mod:`sidecar.db.grants`.
 
 Missing: a Discourse column the sidecar reads and may not, a right on its own tables or on
-``ai_posts_embeddings``, the schema rights its migrations need, pgvector. Excessive: anything
-beyond, from a superuser to one more column of ``users``, to any write on a Discourse table.
-Only the catalogues and ``has_*_privilege`` are read: nothing is tried.
+``ai_posts_embeddings``, its own schema (:mod:`sidecar.db.schema`), pgvector. Excessive: anything
+beyond, from a superuser to one more column of ``users``, to any write on a Discourse table, to
+CREATE on a schema the forum uses (a function made there would run as the forum's own role) or
+anything the role owns there. Only the catalogues and ``has_*_privilege`` are read: nothing is
+tried.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sidecar.db.grants import (
     VECTOR_TABLE,
     is_sidecar_table,
 )
+from sidecar.db.schema import FORUM_SCHEMA, SCHEMA
 
 _VECTOR_WRITES = ("INSERT", "UPDATE", "DELETE")
 # Role attributes no sidecar needs, each with what it would allow.
@@ -33,7 +36,8 @@ _ATTRIBUTES = {
     "rolbypassrls": "BYPASSRLS: row-level security does not apply to it",
 }
 _TABLES = """
-SELECT c.oid, c.relname AS name, c.relkind AS kind, pg_get_userbyid(c.relowner) AS owner,
+SELECT c.oid, n.nspname AS schema, c.relname AS name, c.relkind AS kind,
+       pg_get_userbyid(c.relowner) AS owner,
        c.relowner = r.oid AS owned,
        pg_has_role(r.oid, c.relowner, 'USAGE') AS acts_as_owner,
        has_any_column_privilege(r.oid, c.oid, 'SELECT') AS reads_any,
@@ -47,8 +51,22 @@ SELECT c.oid, c.relname AS name, c.relkind AS kind, pg_get_userbyid(c.relowner) 
              ORDER BY a.attnum) AS readable
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_roles r ON r.rolname = current_user
-WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
-ORDER BY c.relname
+WHERE n.nspname IN (%(forum)s, %(own)s) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+ORDER BY n.nspname, c.relname
+"""
+# Every schema but the sidecar's and PostgreSQL's own: the forum's (public, and any other its
+# plugins make). CREATE on one, the role's own or through PUBLIC, is too much.
+_SCHEMAS = """
+SELECT n.nspname AS name, has_schema_privilege(n.oid, 'CREATE') AS creates,
+       EXISTS (SELECT FROM aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+               WHERE a.grantee = 0 AND a.privilege_type = 'CREATE') AS through_public,
+       ARRAY(SELECT format('%%I.%%I(%%s)', n.nspname, p.proname,
+                           pg_get_function_identity_arguments(p.oid))
+             FROM pg_proc p WHERE p.pronamespace = n.oid
+             AND pg_has_role(p.proowner, 'USAGE') ORDER BY 1) AS functions
+FROM pg_namespace n
+WHERE n.nspname <> %(own)s AND n.nspname NOT LIKE 'pg\\_%%' AND n.nspname <> 'information_schema'
+ORDER BY n.nspname
 """
 
 
@@ -85,25 +103,19 @@ def check_grants(conn: psycopg.Connection[Any]) -> GrantReport:
         report.notes.append("pg_read_all_stats (e.g. through pg_monitor): the backfill sees "
                             "every session's state and the replication lag; it also reads "
                             "other sessions' query texts")
-    schema = cur.execute(
-        "SELECT has_schema_privilege('public', 'USAGE') AS usage,"
-        " has_schema_privilege('public', 'CREATE') AS create,"
-        " (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS vector"
-    ).fetchone()
-    assert schema is not None
-    if not schema["usage"] or not schema["create"]:
-        report.missing.append("USAGE and CREATE on schema public: the sidecar creates its own "
-                              "tables there (`sidecar db upgrade`)")
-    if schema["vector"] is None:
-        report.missing.append("the vector extension: CREATE EXTENSION vector, as a superuser "
-                              "(the SQL of `sidecar db grants` does it)")
-    tables = {row["name"]: row for row in cur.execute(_TABLES).fetchall()}
+    _schemas(report, cur, superuser=role["rolsuper"])
+    rows = cur.execute(_TABLES, {"forum": FORUM_SCHEMA, "own": SCHEMA}).fetchall()
+    tables = {row["name"]: row for row in rows if row["schema"] == FORUM_SCHEMA}
     discourse_ai = DISCOURSE_AI_MARKER in tables
-    for name, row in tables.items():
-        if is_sidecar_table(name):
+    for row in rows:
+        name = row["name"]
+        if row["schema"] == SCHEMA:
             _own_table(report, row)
+        elif is_sidecar_table(name):
+            report.missing.append(f"{name} is still in the forum's schema {FORUM_SCHEMA}: "
+                                  f"`sidecar db upgrade` moves it into the schema {SCHEMA}")
         elif name == VECTOR_TABLE:
-            _vector_table(report, row, discourse_ai)
+            _vector_table(report, row, discourse_ai, role["rolsuper"])
         else:
             _forum_table(report, row, role["rolsuper"])
     for table, read in READS.items():
@@ -120,6 +132,40 @@ def check_grants(conn: psycopg.Connection[Any]) -> GrantReport:
     return report
 
 
+def _schemas(report: GrantReport, cur: psycopg.Cursor[dict[str, Any]], *,
+             superuser: bool) -> None:
+    own = cur.execute(
+        "SELECT coalesce(has_schema_privilege(to_regnamespace(%(own)s), 'USAGE')"
+        " AND has_schema_privilege(to_regnamespace(%(own)s), 'CREATE'), false) AS own,"
+        " has_schema_privilege(%(forum)s, 'USAGE') AS usage,"
+        " (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS vector",
+        {"own": SCHEMA, "forum": FORUM_SCHEMA}).fetchone()
+    assert own is not None
+    if not own["own"]:
+        report.missing.append(f"the schema {SCHEMA}, owned by the role: the sidecar's own tables "
+                              "live there (the SQL of `sidecar db grants` makes it)")
+    if not own["usage"]:
+        report.missing.append(f"USAGE on schema {FORUM_SCHEMA}: the forum's tables are there")
+    if own["vector"] is None:
+        report.missing.append("the vector extension: CREATE EXTENSION vector, as a superuser "
+                              "(the SQL of `sidecar db grants` does it)")
+    if superuser:
+        return  # it may create anywhere: reported already
+    for schema in cur.execute(_SCHEMAS, {"own": SCHEMA}).fetchall():
+        name = schema["name"]
+        if schema["creates"]:
+            how = (f" (through PUBLIC, as PostgreSQL before 15 grants on {FORUM_SCHEMA}: as a "
+                   f"superuser, REVOKE CREATE ON SCHEMA {name} FROM PUBLIC once the forum's own "
+                   "role owns the schema, as Discourse's install makes it)"
+                   if schema["through_public"] else "")
+            report.excessive.append(
+                f"CREATE on schema {name}, which the forum uses: a function made there would "
+                f"run as the forum's own role{how}")
+        if schema["functions"]:
+            report.excessive.append(f"owns functions in the forum's schema {name}: "
+                                    f"{', '.join(schema['functions'])}")
+
+
 def _own_table(report: GrantReport, row: dict[str, Any]) -> None:
     if not row["acts_as_owner"]:
         report.missing.append(f"{row['name']} is owned by {row['owner']}: the sidecar's role "
@@ -127,25 +173,26 @@ def _own_table(report: GrantReport, row: dict[str, Any]) -> None:
                               "over)")
 
 
-def _vector_table(report: GrantReport, row: dict[str, Any], discourse_ai: bool) -> None:
-    if row["owned"]:
-        return
-    if not discourse_ai:  # the sidecar's own table, made earlier under another role
-        _own_table(report, row)
-        return
+def _vector_table(report: GrantReport, row: dict[str, Any], discourse_ai: bool,
+                  superuser: bool) -> None:
+    whose = "discourse-ai's" if discourse_ai else "made for the sidecar"
+    if superuser:
+        return  # reported already
     if row["acts_as_owner"]:
-        report.excessive.append(f"{VECTOR_TABLE} is discourse-ai's and the role acts as its "
-                                f"owner {row['owner']} (and so as the owner of every table "
-                                "of that role)")
+        # Its owner could hang a trigger on it that the forum's role would run (discourse-ai
+        # writes it), and may not index it without CREATE on the forum's schema anyway.
+        report.excessive.append(f"acts as the owner of {VECTOR_TABLE} ({whose}, owned by "
+                                f"{row['owner']}) in the forum's schema: the SQL of `sidecar "
+                                "db grants` hands it to the owner, the role keeps its rows")
         return
     lacking = ([] if row["reads_any"] else ["SELECT"]) + [
         p for p in _VECTOR_WRITES if p not in row["writes"]]
     if lacking:
-        report.missing.append(f"{', '.join(lacking)} on {VECTOR_TABLE} (discourse-ai's, owned "
-                              f"by {row['owner']})")
-    report.notes.append(f"{VECTOR_TABLE} is discourse-ai's (owned by {row['owner']}): the "
-                        "sidecar's HNSW indexes on it are built by that owner (`sidecar db "
-                        "upgrade --as-owner`, or the SQL of `sidecar db owner-sql`)")
+        report.missing.append(f"{', '.join(lacking)} on {VECTOR_TABLE} ({whose}, owned by "
+                              f"{row['owner']})")
+    report.notes.append(f"{VECTOR_TABLE} is {whose} (owned by {row['owner']}): the sidecar's "
+                        "HNSW indexes on it are built by that owner (`sidecar db upgrade "
+                        "--as-owner`, or the SQL of `sidecar db owner-sql`)")
 
 
 def _forum_table(report: GrantReport, row: dict[str, Any], superuser: bool) -> None:

@@ -3,6 +3,8 @@
 Two tracks: ``forum`` creates Discourse-shaped tables and runs only in a database the sidecar owns;
 ``sidecar`` creates the sidecar's own tables and runs everywhere. Each file is applied once, in a
 transaction, under an advisory lock so that several processes starting together do not race.
+The sidecar's tables live in a schema of their own (:mod:`sidecar.db.schema`): the ``sidecar``
+track runs with that schema first on the search path, the ``forum`` track with the forum's alone.
 """
 
 from __future__ import annotations
@@ -18,6 +20,15 @@ from typing import Any
 import psycopg
 
 from sidecar.db.owner import vector_key_missing
+from sidecar.db.schema import (
+    FORUM_SCHEMA,
+    SCHEMA,
+    SEARCH_PATH,
+    check_vector_table,
+    ensure_schema,
+    move_legacy_tables,
+    with_search_path,
+)
 from sidecar.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -92,7 +103,8 @@ def ensure_pgvector(conn: psycopg.Connection[Any]) -> str:
                 "DATABASE_URL to use the embedded PostgreSQL."
             )
         try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            # In the forum's schema, where Discourse's images make it (never the sidecar's).
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
         except psycopg.Error as exc:
             raise ConfigurationError(
                 f"could not create the pgvector extension ({exc.diag.message_primary}); "
@@ -119,16 +131,22 @@ def pgvector_version(conn: psycopg.Connection[Any]) -> str | None:
     return str(row[0] if not isinstance(row, dict) else row["extversion"])
 
 
-def _table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"public.{name}",)).fetchone()
+def _table_exists(conn: psycopg.Connection[Any], name: str, schema: str = SCHEMA) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.{name}",)).fetchone()
     return bool(row and row[0])
+
+
+def _search(conn: psycopg.Connection[Any], path: str) -> None:
+    # For the rest of the transaction: where the next migration's unqualified names go.
+    conn.execute("SELECT set_config('search_path', %s, true)", (path,))
 
 
 def forum_owned(conn: psycopg.Connection[Any]) -> bool:
     """True when the sidecar created (and may write) the forum tables of this database."""
     if not _table_exists(conn, "sidecar_meta"):
         return False
-    row = conn.execute("SELECT value FROM sidecar_meta WHERE key = 'forum_owner'").fetchone()
+    row = conn.execute(f"SELECT value FROM {SCHEMA}.sidecar_meta"
+                       " WHERE key = 'forum_owner'").fetchone()
     return bool(row and row[0] == "sidecar")
 
 
@@ -154,11 +172,12 @@ def check_current(url: str) -> None:
     What a process that must not migrate (a gunicorn worker) checks at start-up, before its
     pool opens (the pool's connections need the vector types).
     """
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(with_search_path(url), autocommit=True) as conn:
         if conn.execute(_VECTOR_VERSION).fetchone() is None \
                 or not _table_exists(conn, "sidecar_schema_migrations"):
             raise ConfigurationError(
-                "this database has no sidecar schema yet: run `sidecar db upgrade` first (the "
+                "this database has no sidecar schema yet (or an older version's, in the forum's "
+                "schema): run `sidecar db upgrade` first (the "
                 "systemd unit runs it before gunicorn starts; `sidecar run` does it itself)")
         tracks = ["forum", "sidecar"] if forum_owned(conn) else ["sidecar"]
         done = {(r[0], r[1]) for r in conn.execute(
@@ -174,10 +193,14 @@ def check_current(url: str) -> None:
 def upgrade(url: str) -> dict[str, object]:
     """Bring the database to the latest schema. Returns what was done, for the CLI to print."""
     applied: list[str] = []
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(with_search_path(url), autocommit=True) as conn:
         pgvector = ensure_pgvector(conn)
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+            ensure_schema(conn)
+            moved = move_legacy_tables(conn)  # an older version's, from the forum's schema
+            if moved:
+                log.info("moved into the schema %s: %s", SCHEMA, ", ".join(moved))
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS sidecar_schema_migrations ("
                 " track text NOT NULL, version integer NOT NULL, name text NOT NULL,"
@@ -188,7 +211,7 @@ def upgrade(url: str) -> dict[str, object]:
                 "CREATE TABLE IF NOT EXISTS sidecar_meta"
                 " (key text PRIMARY KEY, value text NOT NULL)"
             )
-            if not _table_exists(conn, "posts"):
+            if not _table_exists(conn, "posts", FORUM_SCHEMA):
                 conn.execute(
                     "INSERT INTO sidecar_meta (key, value) VALUES ('forum_owner', 'sidecar') "
                     "ON CONFLICT (key) DO NOTHING"
@@ -197,19 +220,23 @@ def upgrade(url: str) -> dict[str, object]:
             tracks = ["forum", "sidecar"] if owned else ["sidecar"]
             if not owned:
                 check_forum_columns(conn)
+            check_vector_table(conn)
             done = {
                 (r[0], r[1]) for r in conn.execute(
                     "SELECT track, version FROM sidecar_schema_migrations"
                 ).fetchall()
             }
             for track in tracks:
+                # Discourse's tables in the forum's schema; the sidecar's in its own.
+                _search(conn, FORUM_SCHEMA if track == "forum" else SEARCH_PATH)
                 for mig in load_migrations(track):
                     if (track, mig.version) in done:
                         continue
                     log.info("applying migration %s/%04d_%s", track, mig.version, mig.name)
                     conn.execute(mig.sql.encode())
-                    conn.execute(
-                        "INSERT INTO sidecar_schema_migrations (track, version, name, checksum)"
+                    conn.execute(  # qualified: the forum track searches the forum's schema
+                        f"INSERT INTO {SCHEMA}.sidecar_schema_migrations"
+                        " (track, version, name, checksum)"
                         " VALUES (%s, %s, %s, %s)",
                         (track, mig.version, mig.name, mig.checksum),
                     )
@@ -219,4 +246,4 @@ def upgrade(url: str) -> dict[str, object]:
                     "ai_posts_embeddings has no unique key on (model_id, strategy_id, post_id) "
                     "and the sidecar's role does not own it: its owner adds it (`sidecar db "
                     "upgrade --as-owner`, or `sidecar db owner-sql`)")
-    return {"pgvector": pgvector, "forum_owned": owned, "applied": applied}
+    return {"pgvector": pgvector, "forum_owned": owned, "applied": applied, "moved": moved}

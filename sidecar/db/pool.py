@@ -4,7 +4,8 @@ Every connection the sidecar opens to the forum's PostgreSQL says who it is
 (``application_name``: ``sidecar-api``, ``sidecar-worker``...) and how long it may wait
 (``statement_timeout``, ``lock_timeout``, ``idle_in_transaction_session_timeout``), set at
 connection start through libpq's ``options`` (:class:`SessionLimits`): a slow query or a lock
-held by the forum costs the sidecar a timeout, never the forum a connection it keeps.
+held by the forum costs the sidecar a timeout, never the forum a connection it keeps. Each
+searches the sidecar's own schema first (:mod:`sidecar.db.schema`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from sidecar.db.schema import SEARCH_PATH_OPTION
 from sidecar.errors import ConfigurationError, DatabaseTimeout, ServiceUnavailable
 
 log = logging.getLogger(__name__)
@@ -47,10 +49,11 @@ class SessionLimits:
                         for name, seconds in limits.items())
 
     def conninfo(self, url: str) -> str:
-        """``url`` with this name and these limits (options already in it are kept first)."""
+        """``url`` with this name and these limits (options already in it are kept first), and
+        the sidecar's search path (after them: a URL's own search_path never wins)."""
         given = str(conninfo_to_dict(url).get("options") or "")
         return make_conninfo(url, application_name=self.application_name,
-                             options=f"{given} {self.options()}".strip())
+                             options=f"{given} {self.options()} {SEARCH_PATH_OPTION}".strip())
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

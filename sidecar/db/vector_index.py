@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import psycopg
@@ -10,7 +11,7 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from sidecar.db.embeddings import RegisteredModel
-from sidecar.errors import OwnerRequired
+from sidecar.errors import ConfigurationError, OwnerRequired
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +19,17 @@ log = logging.getLogger(__name__)
 # 384 dims even an exact Hamming top 400 holds 0.89 of the exact top 10 (docs/performance.md,
 # "The binary index at 384 dims"); the halfvec index is the one to serve there.
 BINARY_MIN_DIMS = 768
+# maintenance_work_mem of a build: a PostgreSQL size and nothing else (SIDECAR_INDEX_BUILD_MEM).
+_BUILD_MEM = re.compile(r"[1-9][0-9]{0,9}(kB|MB|GB|TB)")
+
+
+def check_build_mem(value: str) -> str:
+    """``value`` when it is a PostgreSQL memory size such as ``2GB``; raises otherwise (it is
+    sent to the server, and printed into the owner's script as a quoted literal)."""
+    if not _BUILD_MEM.fullmatch(value):
+        raise ConfigurationError(
+            f"SIDECAR_INDEX_BUILD_MEM is not a PostgreSQL memory size such as 2GB: {value!r}")
+    return value
 
 
 def index_name(model_id: int, strategy_id: int, kind: str) -> str:
@@ -74,22 +86,24 @@ def ensure_index(
     build is dropped and rebuilt. ``m`` and ``ef_construction`` are HNSW's build parameters
     (``SIDECAR_HNSW_M``, ``SIDECAR_HNSW_EF_CONSTRUCTION``); an existing index keeps its own until
     it is dropped. ``build_mem`` is the build's ``maintenance_work_mem`` (empty: the server's).
-    Only the table's owner may build: where discourse-ai owns ``ai_posts_embeddings`` and the
-    sidecar's role does not act as its owner, :class:`OwnerRequired` says what to run.
+    Only the table's owner, with CREATE on its schema, may build: beside a live forum the
+    sidecar's role is neither (the table is discourse-ai's, or the owner's who made it in the
+    forum's schema), and :class:`OwnerRequired` says what to run.
     """
     name = index_name(model.id, strategy_id, kind)
     with psycopg.connect(url, autocommit=True) as conn:
         valid = index_valid(conn, name)
         if valid:
             return False
-        if not owns_vector_table(conn):
+        if not may_index_vector_table(conn):
             raise OwnerRequired(
                 f"the index {name} must be built by the owner of ai_posts_embeddings "
-                "(discourse-ai's table): run `sidecar db upgrade --as-owner` with the owner's "
+                "(in the forum's schema): run `sidecar db upgrade --as-owner` with the owner's "
                 "DATABASE_URL, or pipe `sidecar db owner-sql` into psql as the owner "
                 "(docs/deployment.md); search works meanwhile, scanning without the index")
         if build_mem:
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (build_mem,))
+            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                         (check_build_mem(build_mem),))
         if valid is not None:
             conn.execute(drop_invalid(name))
         if kind == "binary" and model.dimensions < BINARY_MIN_DIMS:
@@ -102,9 +116,11 @@ def ensure_index(
     return True
 
 
-def owns_vector_table(conn: psycopg.Connection[Any]) -> bool:
-    """True when the connected role may act as the owner of ``ai_posts_embeddings``."""
+def may_index_vector_table(conn: psycopg.Connection[Any]) -> bool:
+    """True when the connected role may index ``ai_posts_embeddings``: it acts as its owner and
+    may create in its schema (PostgreSQL checks both)."""
     row = conn.cursor(row_factory=tuple_row).execute(
-        "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c"
+        "SELECT pg_has_role(c.relowner, 'USAGE')"
+        " AND has_schema_privilege(c.relnamespace, 'CREATE') FROM pg_class c"
         " WHERE c.oid = to_regclass('public.ai_posts_embeddings')").fetchone()
     return bool(row and row[0])

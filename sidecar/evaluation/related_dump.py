@@ -29,6 +29,7 @@ from psycopg.rows import dict_row
 
 from sidecar.config.settings import Settings
 from sidecar.db.meta import copy_database, database_exists, set_meta
+from sidecar.db.schema import with_search_path
 from sidecar.evaluation.dataset import EvalQuery, forum_digest
 from sidecar.evaluation.state import database_name
 from sidecar.ingest.importer import FILES
@@ -131,7 +132,7 @@ def seed_from_original(settings: Settings, original: Path, copy: Path) -> str:
         else:
             return f"{source} stayed in use: the copy is imported and embedded in full"
     url = make_conninfo(admin, dbname=target)
-    with psycopg.connect(url, row_factory=dict_row) as conn:
+    with psycopg.connect(with_search_path(url), row_factory=dict_row) as conn:
         # Its own keyword index folder: the original's must not follow the copy's changes.
         set_meta(conn, "keyword_index_id", str(uuid.uuid4()))
     return f"copied {source} into {target}"

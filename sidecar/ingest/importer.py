@@ -19,6 +19,7 @@ from sidecar.core.text import cook, html_to_text
 from sidecar.db import forum_write, keyword_sql
 from sidecar.db.forum_read import Visibility, existing_ids, visibility
 from sidecar.db.migrate import forum_owned
+from sidecar.db.schema import search_own_schema
 from sidecar.dump_format import CategoryRow, PostRow, RowError, RowT, TopicRow, read_rows
 from sidecar.errors import ConfigurationError, InvalidInput
 
@@ -91,6 +92,7 @@ def _dedupe(
 
 def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) -> ImportReport:
     """Validate and load a dump directory; the caller's transaction commits it."""
+    search_own_schema(conn)  # its change log and meta, whatever connection the caller opened
     if not forum_owned(conn):
         raise ConfigurationError(
             "refusing to import: this database's forum tables belong to a real forum, "

@@ -42,5 +42,7 @@ def test_session_limits_become_libpq_options_and_keep_the_url_s_own() -> None:
     info = limits.conninfo("postgresql://u@db/forum?options=-c%20search_path%3Dforum")
     assert "application_name=sidecar-api" in info
     assert "search_path=forum -c statement_timeout=5000" in info
+    # Its own schema searched first, set last: a URL's search_path never wins over it.
+    assert info.index("search_path=forum") < info.index("-c search_path=sidecar,public")
     # A limit is never 0 (which PostgreSQL reads as "no limit").
     assert "timeout=1 " in SessionLimits("x", 0.0001, 1, 1).options() + " "

@@ -163,7 +163,7 @@ def test_calibrate_writes_zones_that_retrieve_then_serves(
         res.close()
     finally:
         with psycopg.connect(settings.database_url) as conn:
-            conn.execute("DELETE FROM sidecar_retrievals")
+            conn.execute("DELETE FROM sidecar.sidecar_retrievals")
         settings.profile_path().unlink(missing_ok=True)
 
 
@@ -253,5 +253,5 @@ def test_floods_of_questions_move_nothing_past_the_bound(eval_settings: Any) -> 
         assert after.pending["bi-encoder:all-minilm-l6-v2"].problems == report["problems"]
     finally:
         with psycopg.connect(settings.database_url) as conn:
-            conn.execute("DELETE FROM sidecar_retrievals")
+            conn.execute("DELETE FROM sidecar.sidecar_retrievals")
         settings.profile_path().unlink(missing_ok=True)

@@ -18,6 +18,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from sidecar.db.vector_index import ensure_index, index_name, index_valid
+from sidecar.runtime.dbsession import session_limits
 from tests.conftest import API_KEY, demo_forum, owner_url
 from tests.helpers import add_post
 
@@ -101,6 +102,8 @@ def _sidecar_locks(owner: str) -> set[tuple[str, str]]:
 
 
 def test_the_forum_writes_while_the_sidecar_builds_an_index(api_res: Any, tmp_path: Path) -> None:
+    # The owner of ai_posts_embeddings builds it, as `sidecar db upgrade --as-owner` does (the
+    # role may create nothing in the forum's schema), with the index builds' name and limits.
     owner = owner_url(api_res.urls.database_url)
     model = api_res.model
     name = index_name(model.id, 1, "binary")
@@ -114,7 +117,8 @@ def test_the_forum_writes_while_the_sidecar_builds_an_index(api_res: Any, tmp_pa
 
     def build() -> None:
         try:
-            ensure_index(api_res.conninfo("index"), model, 1, "binary")
+            ensure_index(session_limits(api_res.settings, "index").conninfo(owner), model, 1,
+                         "binary")
         except BaseException as exc:  # reported by the test below
             errors.append(exc)
 

@@ -12,10 +12,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from sidecar.db.grants import FORUM_READS, READS, grants_script
+from sidecar.db.grants import FORUM_READS, READS, check_role, grants_script
 from sidecar.db.grants_check import check_grants
-from sidecar.db.migrate import REQUIRED_FORUM_COLUMNS
-from sidecar.errors import InvalidInput
+from sidecar.db.meta import get_meta
+from sidecar.db.migrate import REQUIRED_FORUM_COLUMNS, check_current, upgrade
+from sidecar.db.schema import with_search_path
+from sidecar.errors import ConfigurationError, InvalidInput
 from tests.conftest import drop_database, import_demo, new_database, owner_url, sidecar_url
 from tests.helpers import sidecar_command
 
@@ -62,6 +64,19 @@ def test_the_script_is_one_transaction_of_column_grants() -> None:
     assert "GRANT SELECT ON" not in script  # never a whole Discourse table
     with pytest.raises(InvalidInput):
         grants_script("sidecar; DROP TABLE posts")
+    # Nothing to create in the forum's schema; its own schema instead, and its search path
+    # set on the role, never on the database (the forum's role must never search it).
+    assert "CREATE ON SCHEMA public" not in script.replace("REVOKE CREATE ON SCHEMA %I", "")
+    assert 'CREATE SCHEMA IF NOT EXISTS sidecar AUTHORIZATION "sidecar"' in script
+    assert "ALTER DATABASE" not in script
+    assert 'ALTER ROLE "sidecar" SET search_path = sidecar, public' in script
+
+
+def test_a_role_name_is_matched_whole() -> None:
+    assert check_role("sidecar") == "sidecar"
+    for bad in ("sidecar\n", "sidecar\n; DROP TABLE posts", "Sidecar", "1sidecar", "a" * 64):
+        with pytest.raises(InvalidInput):
+            check_role(bad)
 
 
 def test_the_role_reads_only_its_columns_and_writes_nothing_of_the_forum(forum: str) -> None:
@@ -76,6 +91,130 @@ def test_the_role_reads_only_its_columns_and_writes_nothing_of_the_forum(forum: 
                        "DROP TABLE tags"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(denied)
+
+
+def test_the_role_may_create_nothing_in_the_forum_s_schema(forum: str) -> None:
+    # CVE-2018-1058: a function planted where the forum's role searches would run as that role.
+    with psycopg.connect(forum, autocommit=True) as conn:
+        for denied in ("CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql"
+                       " AS 'SELECT ''x''::text'",
+                       "CREATE TABLE public.schema_migrations_ahead (id int)",
+                       "CREATE SCHEMA planted"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(denied)
+        assert conn.execute("SELECT has_schema_privilege('public', 'CREATE'),"
+                            " has_schema_privilege('sidecar', 'CREATE')").fetchone() \
+            == (False, True)
+        # Its own tables are in its own schema, and nothing of it in the forum's.
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                            " AND (tablename LIKE 'sidecar%' OR tableowner = 'sidecar')"
+                            ).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'sidecar'"
+                            " AND tableowner = 'sidecar'").fetchone()[0] > 5  # type: ignore[index]
+
+
+def test_the_forum_s_role_never_searches_the_sidecar_s_schema(forum: str) -> None:
+    owner = owner_url(forum)
+    with psycopg.connect(owner, autocommit=True) as conn:
+        settings = conn.execute(
+            "SELECT coalesce(r.rolname, '*'), s.setconfig FROM pg_db_role_setting s"
+            " LEFT JOIN pg_roles r ON r.oid = s.setrole"
+            " WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database"
+            "                            WHERE datname = current_database()))").fetchall()
+        path = conn.execute("SHOW search_path").fetchone()
+    searching = {who for who, config in settings
+                 if any(c.startswith("search_path=") and "sidecar" in c for c in config)}
+    assert searching == {"sidecar"}, settings  # the role's own setting, nobody else's
+    assert path == ('"$user", public',)
+
+
+def test_nothing_in_the_forum_s_schema_stands_in_for_a_sidecar_table(forum: str) -> None:
+    owner = owner_url(forum)
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.sidecar_meta (key text, value text)")
+        conn.execute("INSERT INTO public.sidecar_meta VALUES ('keyword_index_id', 'planted')")
+    try:
+        with psycopg.connect(with_search_path(forum), row_factory=psycopg.rows.dict_row) as conn:
+            assert get_meta(conn, "keyword_index_id") not in (None, "planted")
+        with psycopg.connect(forum, row_factory=psycopg.rows.dict_row) as conn:  # psql's path
+            assert get_meta(conn, "keyword_index_id") not in (None, "planted")
+    finally:
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute("DROP TABLE public.sidecar_meta")
+
+
+def test_create_on_the_forum_s_schema_is_flagged_and_taken_back(forum: str) -> None:
+    owner = owner_url(forum)
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("GRANT CREATE ON SCHEMA public TO sidecar")
+    with psycopg.connect(forum, autocommit=True) as conn:
+        conn.execute("CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql"
+                     " AS 'SELECT ''x''::text'")
+        report = check_grants(conn)
+    try:
+        assert any(e.startswith("CREATE on schema public") for e in report.excessive), report
+        assert any("public.lower(character varying)" in e for e in report.excessive), report
+        sidecar_url(forum)  # the grants again: CREATE on public is taken back
+        with psycopg.connect(forum) as conn:
+            again = check_grants(conn)
+        assert not any(e.startswith("CREATE on schema") for e in again.excessive), again
+    finally:
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute("DROP FUNCTION public.lower(varchar)")
+    with psycopg.connect(forum) as conn:
+        assert check_grants(conn).ok
+
+
+def test_an_older_install_moves_its_tables_with_the_grants_then_the_upgrade(
+    pg_admin_url: str,
+) -> None:
+    url = new_database(pg_admin_url, "t_legacy")
+    try:
+        import_demo(url)
+        role = sidecar_url(url)
+        upgrade(role)
+        owner = owner_url(url)
+        with psycopg.connect(with_search_path(role)) as conn:
+            conn.execute("INSERT INTO sidecar_meta VALUES ('kept', 'yes')")
+        # What versions before the schema of their own left: the role's tables in public, CREATE
+        # on public, and ai_posts_embeddings the role's.
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute("""
+                DO $$ DECLARE t record; BEGIN
+                  FOR t IN SELECT c.relname, c.relkind FROM pg_class c
+                      JOIN pg_namespace n ON n.oid = c.relnamespace
+                      WHERE n.nspname = 'sidecar' AND c.relkind IN ('r', 'S')
+                        AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = c.oid
+                                        AND d.classid = 'pg_class'::regclass
+                                        AND d.deptype IN ('a', 'i'))
+                  LOOP
+                    EXECUTE format('ALTER %s sidecar.%I SET SCHEMA public',
+                                   CASE t.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+                                   t.relname);
+                  END LOOP;
+                END $$;
+                DROP SCHEMA sidecar;
+                GRANT CREATE ON SCHEMA public TO sidecar;
+                ALTER TABLE ai_posts_embeddings OWNER TO sidecar""")
+        with pytest.raises(ConfigurationError, match="sidecar db grants"):
+            upgrade(role)  # no schema of its own yet, and it may not make one
+        sidecar_url(url)  # 1. the new grants, as a superuser
+        with psycopg.connect(role) as conn:
+            report = check_grants(conn)
+        assert any("still in the forum's schema" in m for m in report.missing), report
+        info = upgrade(role)  # 2. `sidecar db upgrade` moves them
+        assert info["applied"] == [] and "sidecar_meta" in info["moved"]  # type: ignore[operator]
+        check_current(role)
+        with psycopg.connect(role) as conn:
+            report = check_grants(conn)
+            assert report.ok, report.as_dict()
+            assert conn.execute("SELECT value FROM sidecar_meta WHERE key = 'kept'"
+                                ).fetchone() == ("yes",)
+            assert conn.execute("SELECT pg_get_userbyid(relowner) <> 'sidecar' FROM pg_class"
+                                " WHERE oid = 'public.ai_posts_embeddings'::regclass"
+                                ).fetchone() == (True,)
+    finally:
+        drop_database(pg_admin_url, url)
 
 
 def test_the_role_passes_its_own_check(forum: str) -> None:

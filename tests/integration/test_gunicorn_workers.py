@@ -127,7 +127,7 @@ def test_an_app_on_a_schema_behind_refuses_to_start(tmp_path: Path, db_url: str,
     with pytest.raises(ConfigurationError, match=r"sidecar db upgrade"):
         start_resources(settings, embedder=DummyEmbedder(dimensions=16), migrate=False)
     with psycopg.connect(db_url) as conn:  # nothing was created behind the operator's back
-        assert conn.execute("SELECT to_regclass('sidecar_schema_migrations')").fetchone() \
+        assert conn.execute("SELECT to_regclass('sidecar.sidecar_schema_migrations')").fetchone() \
             == (None,)
     upgrade(db_url)
     res = start_resources(settings, embedder=DummyEmbedder(dimensions=16), migrate=False)
@@ -145,7 +145,7 @@ def test_create_app_does_not_migrate(tmp_path: Path, db_url: str, redis_url: str
     with pytest.raises(ConfigurationError, match=r"sidecar db upgrade"):
         create_app(settings)
     with psycopg.connect(db_url) as conn:
-        assert conn.execute("SELECT to_regclass('sidecar_meta')").fetchone() == (None,)
+        assert conn.execute("SELECT to_regclass('sidecar.sidecar_meta')").fetchone() == (None,)
 
 
 def test_an_exiting_worker_is_marked_dead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

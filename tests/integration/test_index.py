@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 
 from sidecar.db.embeddings import register_model
 from sidecar.db.migrate import upgrade
+from sidecar.db.schema import with_search_path
 from sidecar.db.search_sql import semantic_leg
 from sidecar.db.vector_index import ensure_index, index_name
 
@@ -103,7 +104,7 @@ def test_a_real_redis_url_replaces_the_embedded_one(tmp_path: Any, db_url: str,
 
 def test_a_binary_index_of_few_dimensions_is_warned_of(db_url: str, caplog: Any) -> None:
     upgrade(db_url)
-    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+    with psycopg.connect(with_search_path(db_url), row_factory=dict_row) as conn:
         small = register_model(conn, name="small", dimensions=384, version=1)
         large = register_model(conn, name="large", dimensions=1024, version=1)
     with caplog.at_level(logging.WARNING, logger="sidecar.db.vector_index"):
@@ -114,3 +115,37 @@ def test_a_binary_index_of_few_dimensions_is_warned_of(db_url: str, caplog: Any)
     assert [r.getMessage() for r in caplog.records] == [
         "binary index for small: 384 bits per vector are too coarse to find the nearest posts"
         " reliably; SIDECAR_INDEX_KIND=halfvec serves them better"]
+
+
+INJECTED = "1GB'; DROP TABLE posts; --"
+
+
+def test_the_index_build_memory_is_a_size_never_pasted_into_sql(db_url: str) -> None:
+    """Fault (issue 37): the owner's script read ``SET maintenance_work_mem = '{build_mem}'``,
+    SIDECAR_INDEX_BUILD_MEM pasted unchecked into SQL run as the table's owner."""
+    from pgvector.psycopg import register_vector
+    from pydantic import ValidationError
+
+    from sidecar.config.settings import Settings
+    from sidecar.db.embeddings import EmbeddingRow, upsert_embeddings
+    from sidecar.db.owner import IndexBuild, owner_steps
+    from sidecar.errors import ConfigurationError
+
+    for bad in (INJECTED, "2GB\n", "lots"):
+        with pytest.raises(ValidationError, match="memory size"):
+            Settings(index_build_mem=bad)
+    assert Settings(index_build_mem="2GB").index_build_mem == "2GB"
+    assert Settings().index_build_mem == ""
+    upgrade(db_url)
+    with psycopg.connect(with_search_path(db_url), row_factory=dict_row) as conn:
+        register_vector(conn)
+        model = register_model(conn, name="m", dimensions=3, version=1)
+        upsert_embeddings(conn, model, 1, 1, [EmbeddingRow(1, "d", np.ones(3, np.float32))])
+        conn.commit()
+        steps = owner_steps(conn, IndexBuild(build_mem="64MB"))
+        assert steps[0] == "SET maintenance_work_mem = '64MB'"  # a literal, quoted
+        assert any(index_name(model.id, 1, "halfvec") in s for s in steps[1:])
+        with pytest.raises(ConfigurationError, match="SIDECAR_INDEX_BUILD_MEM"):
+            owner_steps(conn, IndexBuild(build_mem=INJECTED))
+    with pytest.raises(ConfigurationError, match="SIDECAR_INDEX_BUILD_MEM"):
+        ensure_index(db_url, model, 1, build_mem=INJECTED)

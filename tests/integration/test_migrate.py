@@ -5,25 +5,69 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from sidecar.db.migrate import forum_owned, upgrade
+from sidecar.db.migrate import check_current, forum_owned, upgrade
+from sidecar.db.schema import with_search_path
 from sidecar.errors import ConfigurationError
 
 
-def _tables(url: str) -> set[str]:
+def _tables(url: str, schema: str = "public") -> set[str]:
     with psycopg.connect(url) as conn:
         return {r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()}
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()}
 
 
 def test_upgrade_creates_everything_once(db_url: str) -> None:
     first = upgrade(db_url)
     assert first["forum_owned"] is True
     assert "forum/0001_forum_tables" in first["applied"]
+    # Discourse's tables and discourse-ai's in the forum's schema; the sidecar's in its own.
+    forum, own = _tables(db_url), _tables(db_url, "sidecar")
     assert {"posts", "topics", "categories", "tags", "topic_tags", "post_search_data",
-            "ai_posts_embeddings", "sidecar_embedding_models"} <= _tables(db_url)
+            "ai_posts_embeddings"} <= forum
+    assert {"sidecar_embedding_models", "sidecar_meta", "sidecar_schema_migrations",
+            "sidecar_retrievals"} <= own
+    assert not {t for t in forum if t.startswith("sidecar_")}, forum
+    assert not own & {"posts", "topics", "ai_posts_embeddings"}
     second = upgrade(db_url)
-    assert second["applied"] == []
+    assert second["applied"] == [] and second["moved"] == []
     assert str(second["pgvector"]) >= "0.7"
+
+
+def test_an_older_install_s_tables_move_into_the_sidecar_schema(db_url: str) -> None:
+    upgrade(db_url)
+    with psycopg.connect(with_search_path(db_url)) as conn:
+        conn.execute("INSERT INTO sidecar_meta VALUES ('kept', 'yes')")
+        # As versions before the schema of its own left them: everything in public.
+        conn.execute("""
+            DO $$ DECLARE t record; BEGIN
+              FOR t IN SELECT c.relname, c.relkind FROM pg_class c
+                  JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = 'sidecar' AND c.relkind IN ('r', 'S')
+                    AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = c.oid
+                                    AND d.classid = 'pg_class'::regclass
+                                    AND d.deptype IN ('a', 'i'))
+              LOOP
+                EXECUTE format('ALTER %s sidecar.%I SET SCHEMA public',
+                               CASE t.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+                               t.relname);
+              END LOOP;
+            END $$;
+            DROP SCHEMA sidecar""")
+    assert "sidecar_retrievals" in _tables(db_url)
+    with pytest.raises(ConfigurationError, match="run `sidecar db upgrade`"):
+        check_current(db_url)
+    info = upgrade(db_url)  # the one command, for the embedded database and a live forum alike
+    assert info["applied"] == []  # the records moved too: nothing runs twice
+    assert {"sidecar_meta", "sidecar_retrievals", "sidecar_embedding_models_id_seq"} \
+        <= set(info["moved"])  # type: ignore[arg-type]
+    assert not {t for t in _tables(db_url) if t.startswith("sidecar_")}
+    check_current(db_url)
+    with psycopg.connect(with_search_path(db_url)) as conn:
+        assert conn.execute("SELECT value FROM sidecar.sidecar_meta WHERE key = 'kept'"
+                            ).fetchone() == ("yes",)
+        # The registry's ids still come from its own sequence, far above discourse-ai's.
+        assert conn.execute("INSERT INTO sidecar_embedding_models (name, dimensions)"
+                            " VALUES ('m', 3) RETURNING id").fetchone()[0] >= 100_001  # type: ignore[index]
 
 
 def test_embeddings_table_matches_discourse_ai(db_url: str) -> None:
@@ -103,7 +147,7 @@ def test_a_bge_m3_sized_vector_stays_in_its_row(db_url: str) -> None:
 
     upgrade(db_url)
     rng = np.random.default_rng(0)
-    with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as conn:
+    with psycopg.connect(with_search_path(db_url), row_factory=psycopg.rows.dict_row) as conn:
         register_vector(conn)
         for dims in (1024, 4000):
             model = register_model(conn, name=f"m{dims}", dimensions=dims, version=1)

@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 
 from sidecar.db.embeddings import EmbeddingRow, register_model, upsert_embeddings
 from sidecar.db.migrate import upgrade
+from sidecar.db.schema import with_search_path
 from sidecar.ingest.importer import import_dump
 from tests.helpers import category, post, topic, write_dump
 
@@ -115,7 +116,7 @@ def test_a_parent_turned_restricted_removes_the_vectors_of_its_whole_subtree(
     from sidecar.db.embeddings import delete_not_public
 
     url = forum["url"]
-    with psycopg.connect(url, row_factory=dict_row) as conn:
+    with psycopg.connect(with_search_path(url), row_factory=dict_row) as conn:
         register_vector(conn)
         model = register_model(conn, name="m", dimensions=4, version=1)
         rows = [EmbeddingRow(pid, "d", np.ones(4, dtype=np.float32))

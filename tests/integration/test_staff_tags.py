@@ -20,6 +20,7 @@ from sidecar.core.strategy import prepare_text
 from sidecar.db.embeddings import EmbeddingRow, register_model, upsert_embeddings
 from sidecar.db.forum_read import post_sources
 from sidecar.db.migrate import upgrade
+from sidecar.db.schema import with_search_path
 from sidecar.db.stale import mark_checked, stale_candidates
 
 STAFF_GROUP = 3  # Discourse's auto group "staff"
@@ -72,16 +73,16 @@ def test_posts_embedded_with_a_staff_only_tag_are_read_again(db_url: str) -> Non
     """Vectors from before the rule: the upgrade sets their checks back, so the next backfill's
     drift phase re-reads them (and re-embeds them, their digest having changed)."""
     _forum(db_url)
-    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+    with psycopg.connect(with_search_path(db_url), row_factory=dict_row) as conn:
         register_vector(conn)
         model = register_model(conn, name="m", dimensions=4, version=1)
         upsert_embeddings(conn, model, 1, 1, [EmbeddingRow(1, "old digest", np.ones(4))])
         mark_checked(conn, model, 1, [1])  # checked just now: not a drift candidate
         assert stale_candidates(conn, model, 1, 1, phases=["drift"]) == []
-        conn.execute("DELETE FROM sidecar_schema_migrations"
+        conn.execute("DELETE FROM sidecar.sidecar_schema_migrations"
                      " WHERE track = 'sidecar' AND name = 'recheck_staff_tags'")
     upgrade(db_url)  # what `sidecar db upgrade` does once on an existing install
-    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+    with psycopg.connect(with_search_path(db_url), row_factory=dict_row) as conn:
         drift = stale_candidates(conn, model, 1, 1, phases=["drift"])
     assert [c.post_id for c in drift] == [1]
 

@@ -124,7 +124,8 @@ def test_the_drift_phase_notices_a_trashed_or_hidden_parent(
 ) -> None:
     reply, parent, _ = _reply_with_parent(indexed2)
     # Settle the checks (they carry a margin for clock skew that still covers the import).
-    _sql(indexed2, "UPDATE sidecar_embedding_checks SET checked_at = now() AT TIME ZONE 'utc'")
+    _sql(indexed2, "UPDATE sidecar.sidecar_embedding_checks"
+                   " SET checked_at = now() AT TIME ZONE 'utc'")
     with indexed2.db.connection() as conn:
         assert reply not in {c.post_id for c in stale_candidates(
             conn, indexed2.model, 2, 1, phases=["drift"])}

@@ -122,7 +122,8 @@ def test_sigkill_mid_batch_then_restart_leaves_one_row_per_public_post(
         # blocks where it counts the batch, inside the transaction holding the vectors. There
         # it is killed: mid-batch, deterministically, however fast the machine.
         blocker = psycopg.connect(url)
-        blocker.execute("SELECT 1 FROM sidecar_backfill_batches WHERE run_id = %s AND seq = 3"
+        blocker.execute("SELECT 1 FROM sidecar.sidecar_backfill_batches"
+                        " WHERE run_id = %s AND seq = 3"
                         " FOR UPDATE", (run.id,))
         first = spawn("first")
         _wait("the worker to block inside batch 3", lambda: _blocked(url), timeout=240,
@@ -137,7 +138,7 @@ def test_sigkill_mid_batch_then_restart_leaves_one_row_per_public_post(
         assert at_kill.done == 3 * 8 and at_kill.remaining == at_kill.budgeted - 24
         with psycopg.connect(url) as conn:
             killed = conn.execute(
-                "SELECT seq, state FROM sidecar_backfill_batches WHERE job_id = ANY(%s)",
+                "SELECT seq, state FROM sidecar.sidecar_backfill_batches WHERE job_id = ANY(%s)",
                 (in_flight,)).fetchall()
         assert killed == [(3, "queued")]  # taken, written, never committed
         # Nothing is counted twice or half: the killed batch's vectors rolled back with it.
@@ -156,7 +157,7 @@ def test_sigkill_mid_batch_then_restart_leaves_one_row_per_public_post(
         # The killed batch was retried by the new worker, not lost and not failed.
         with psycopg.connect(url) as conn:
             states: dict[str, str] = dict(conn.execute(
-                "SELECT job_id, state FROM sidecar_backfill_batches WHERE run_id = %s",
+                "SELECT job_id, state FROM sidecar.sidecar_backfill_batches WHERE run_id = %s",
                 (run.id,)).fetchall())
         assert [states[j] for j in in_flight] == ["done"]
         assert queue(res.redis, res.settings, "backfill").failed_job_registry.count == 0

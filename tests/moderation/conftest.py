@@ -79,10 +79,10 @@ def clean_retrievals(mod_state: Any) -> Iterator[str]:
     """An empty retrieval log (and its labels) for the test; the database URL."""
     url = owner_url(mod_state.urls.database_url)
     with psycopg.connect(url) as conn:
-        conn.execute("DELETE FROM sidecar_retrievals")
+        conn.execute("DELETE FROM sidecar.sidecar_retrievals")
     yield url
     with psycopg.connect(url) as conn:
-        conn.execute("DELETE FROM sidecar_retrievals")
+        conn.execute("DELETE FROM sidecar.sidecar_retrievals")
 
 
 def add_retrieval(db_url: str, *, zone: str, score: float | None, scorer: str = CE,
@@ -99,7 +99,8 @@ def add_retrieval(db_url: str, *, zone: str, score: float | None, scorer: str = 
         "excerpt": "…", "score": score, "neighbours": []}]
     with psycopg.connect(db_url) as conn:
         conn.execute(
-            "INSERT INTO sidecar_retrievals (id, created_at, conversation, query, query_source,"
+            "INSERT INTO sidecar.sidecar_retrievals (id, created_at, conversation, query,"
+            " query_source,"
             " locale, zone, gate_reason, scorer, top_score, scores, evidence, candidates, trace)"
             " VALUES (%s, coalesce(%s, now()), %s, %s, %s, NULL, %s, %s, %s, %s, %s, %s, %s, %s)",
             (rid, created_at, Jsonb(conversation or [{"role": "user", "content": query}]),

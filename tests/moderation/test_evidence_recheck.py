@@ -46,7 +46,7 @@ def _store(db_url: str, post: dict[str, Any]) -> str:
                  "neighbours": [{"post_id": post["id"], "post_number": 1, "url": "/t/x/1",
                                  "excerpt": SECRET_EXCERPT}]}]
     with psycopg.connect(db_url) as conn:
-        conn.execute("UPDATE sidecar_retrievals SET evidence = %s WHERE id = %s",
+        conn.execute("UPDATE sidecar.sidecar_retrievals SET evidence = %s WHERE id = %s",
                      (Jsonb(evidence), rid))
     return rid
 

@@ -95,7 +95,8 @@ def test_everything_from_users_is_escaped(mod_client: Any, clean_retrievals: str
                                       {"role": "<b>assistant</b>", "content": "</td></tr>x"}])
     with psycopg.connect(clean_retrievals) as conn:
         conn.execute(
-            "UPDATE sidecar_retrievals SET evidence = jsonb_set(jsonb_set(evidence, '{0,url}',"
+            "UPDATE sidecar.sidecar_retrievals"
+            " SET evidence = jsonb_set(jsonb_set(evidence, '{0,url}',"
             " '\"javascript:alert(3)\"'), '{0,title}', to_jsonb(%s::text)) WHERE id = %s",
             (XSS, rid))
     login(mod_client)
@@ -165,7 +166,8 @@ def test_label_form_errors_are_shown_on_the_page(
     assert resp.status_code == 422 and message in html
     assert ">kept</textarea>" in html  # what the moderator typed is still there
     with psycopg.connect(clean_retrievals) as conn:
-        assert conn.execute("SELECT count(*) FROM sidecar_retrieval_labels").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM sidecar.sidecar_retrieval_labels"
+                            ).fetchone()[0] == 0
 
 
 def test_errors_are_html_pages(mod_client: Any) -> None:

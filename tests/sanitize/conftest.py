@@ -99,7 +99,8 @@ def store_retrieval(db_url: str, evidence: list[dict[str, Any]], *, locale: str 
     rid = uuid.uuid4()
     with psycopg.connect(db_url) as conn:
         conn.execute(
-            "INSERT INTO sidecar_retrievals (id, conversation, query, query_source, locale, zone,"
+            "INSERT INTO sidecar.sidecar_retrievals (id, conversation, query, query_source,"
+            " locale, zone,"
             " scorer, top_score, scores, evidence, candidates)"
             " VALUES (%s, %s, %s, 'single_turn', %s, %s, 'cross-encoder:tiny', %s, %s, %s, '[]')",
             (rid, Jsonb([{"role": "user", "content": "q"}]), "q", locale, zone,

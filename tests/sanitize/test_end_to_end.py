@@ -71,7 +71,7 @@ def test_answer_cites_the_evidence_and_loses_the_injected_link(e2e_client: Any,
     # the stored retrieval is what /v1/sanitize resolved against
     name = conninfo_to_dict(forum_url)["dbname"]
     with psycopg.connect(forum_url) as conn:
-        stored = conn.execute("SELECT evidence FROM sidecar_retrievals WHERE id = %s",
+        stored = conn.execute("SELECT evidence FROM sidecar.sidecar_retrievals WHERE id = %s",
                               (found["retrieval_id"],)).fetchone()
     assert stored is not None and [e["n"] for e in stored[0]] == list(by_n), name
 

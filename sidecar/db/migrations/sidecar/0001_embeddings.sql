@@ -1,23 +1,30 @@
 -- Embeddings, compatible with discourse-ai's ai_posts_embeddings (created only if absent: on a
 -- forum that runs discourse-ai the table already exists and we write rows under our own model ids).
--- Creating it if absent needs only CREATE on the schema; its indexes need its owner: where
--- discourse-ai made it, the sidecar's role is not, and the owner adds what is missing
--- (`sidecar db upgrade --as-owner`, or `sidecar db owner-sql`; sidecar/db/owner.py).
+-- It lives in the forum's schema, public, where discourse-ai keeps it, while the sidecar's own
+-- tables live in the schema sidecar (sidecar/db/schema.py). Creating it, and its indexes, needs
+-- CREATE on public, which the sidecar's role never has beside a live forum: there the SQL of
+-- `sidecar db grants` creates it, and the owner adds what is missing (`sidecar db upgrade
+-- --as-owner`, or `sidecar db owner-sql`; sidecar/db/owner.py). Only a database the sidecar owns
+-- (the embedded one, the evaluation's) has it made here.
 
-CREATE TABLE IF NOT EXISTS ai_posts_embeddings (
-  post_id          bigint       NOT NULL,
-  model_id         bigint       NOT NULL,
-  model_version    integer      NOT NULL,
-  strategy_id      integer      NOT NULL,
-  strategy_version integer      NOT NULL,
-  digest           text         NOT NULL,
-  embeddings       halfvec      NOT NULL,  -- no typmod, as in discourse-ai: cast to halfvec(D)
-  created_at       timestamp(6) NOT NULL,
-  updated_at       timestamp(6) NOT NULL
-);
+DO $$ BEGIN
+  IF to_regclass('public.ai_posts_embeddings') IS NULL THEN
+    CREATE TABLE public.ai_posts_embeddings (
+      post_id          bigint       NOT NULL,
+      model_id         bigint       NOT NULL,
+      model_version    integer      NOT NULL,
+      strategy_id      integer      NOT NULL,
+      strategy_version integer      NOT NULL,
+      digest           text         NOT NULL,
+      embeddings       halfvec      NOT NULL,  -- no typmod, as in discourse-ai: cast to halfvec(D)
+      created_at       timestamp(6) NOT NULL,
+      updated_at       timestamp(6) NOT NULL
+    );
+  END IF;
+END $$;
 DO $$ BEGIN
   IF pg_has_role((SELECT relowner FROM pg_class WHERE oid = 'ai_posts_embeddings'::regclass),
-                 'USAGE') THEN
+                 'USAGE') AND has_schema_privilege('public', 'CREATE') THEN
     CREATE UNIQUE INDEX IF NOT EXISTS index_ai_posts_embeddings_on_model_strategy_post
       ON ai_posts_embeddings (model_id, strategy_id, post_id);
     -- The backfill joins on (post_id, model_id); discourse-ai learnt this in PR #1513.

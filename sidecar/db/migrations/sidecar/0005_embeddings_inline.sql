@@ -9,7 +9,7 @@
 -- discourse-ai's keeps the layout discourse-ai chose.
 DO $$ BEGIN
   IF pg_has_role((SELECT relowner FROM pg_class WHERE oid = 'ai_posts_embeddings'::regclass),
-                 'USAGE') THEN
+                 'USAGE') AND has_schema_privilege('public', 'CREATE') THEN
     ALTER TABLE ai_posts_embeddings ALTER COLUMN embeddings SET STORAGE MAIN;
   END IF;
 END $$;
