@@ -5,7 +5,8 @@
 Builds a scratch forum in an embedded PostgreSQL (categories four levels deep, 5% of the roots
 read-restricted; topics and posts spread over them), then times, side by side in one run, the
 same queries with the filter of ``sidecar.db.public`` (restrictions at any depth: one recursive
-subquery, evaluated once per query) and with the old one-level filter (a join to the parent). Prints
+subquery, evaluated once per query; shared drafts: an anti-join, timed apart too) and with the
+old one-level filter (a join to the parent). Prints
 each plan's top lines and the ratio. The scratch server is deleted at the end.
 """
 
@@ -21,8 +22,10 @@ import psycopg
 from psycopg import sql
 
 from sidecar.db.migrate import upgrade
-from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.db.public import NOT_SHARED_DRAFT, PUBLIC_JOINS, PUBLIC_WHERE
 
+# The same filter without its shared-drafts anti-join: what that check costs.
+NO_DRAFTS_WHERE = PUBLIC_WHERE.replace(" AND " + NOT_SHARED_DRAFT, "")
 OLD_JOINS = PUBLIC_JOINS + " LEFT JOIN categories pc ON pc.id = c.parent_category_id"
 OLD_WHERE = PUBLIC_WHERE.split(" AND c.id <> ALL ")[0] + (
     " AND NOT c.read_restricted AND (pc.id IS NULL OR NOT pc.read_restricted)")
@@ -55,6 +58,9 @@ def build(conn: psycopg.Connection[Any], posts: int) -> None:
         SELECT i, 1 + (i - 1) / 10, 1 + (i - 1) %% 10, 'text ' || i, '<p>text</p>', now(), now(),
                now(), i %% 97 = 0, CASE WHEN i %% 53 = 0 THEN 4 ELSE 1 END
         FROM generate_series(1, %s) i""", (posts,))
+    conn.execute("""
+        INSERT INTO shared_drafts (topic_id, category_id, created_at, updated_at)
+        SELECT i, 1, now(), now() FROM generate_series(1, %s, 997) i""", (topics,))
     conn.execute("ANALYZE")
 
 
@@ -88,6 +94,8 @@ def main() -> None:
                 for name, template in QUERIES.items():
                     rows = {}
                     for label, joins, where in (("any depth", PUBLIC_JOINS, PUBLIC_WHERE),
+                                                ("no drafts check", PUBLIC_JOINS,
+                                                 NO_DRAFTS_WHERE),
                                                 ("one level (old)", OLD_JOINS, OLD_WHERE)):
                         query = sql.SQL(template).format(joins=sql.SQL(joins),  # type: ignore[arg-type]
                                                          public=sql.SQL(where))  # type: ignore[arg-type]
@@ -95,7 +103,9 @@ def main() -> None:
                         count = conn.execute(query, params).fetchall()
                         rows[label] = (best, plan, count[:1])
                     new, old = rows["any depth"][0], rows["one level (old)"][0]
-                    print(f"\n## {name}: any depth {new * 1000:.1f} ms, one level "
+                    drafts = rows["no drafts check"][0]
+                    print(f"\n## {name}: any depth {new * 1000:.1f} ms (without the shared "
+                          f"drafts check {drafts * 1000:.1f} ms), one level "
                           f"{old * 1000:.1f} ms (ratio {new / old:.2f}); first rows "
                           f"{rows['any depth'][2]} vs {rows['one level (old)'][2]}")
                     print("\n".join(line[:160] for line in rows["any depth"][1][:16]))

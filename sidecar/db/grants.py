@@ -62,6 +62,8 @@ FORUM_READS: tuple[ForumRead, ...] = (
         "id", "name", "parent_category_id", "read_restricted", "search_priority",
         "updated_at"),
         "read restrictions at any depth, the category in the embedded text"),
+    ForumRead("shared_drafts", ("topic_id",),
+              "the public filter: a shared draft is never public (whatever its category)"),
     ForumRead("tags", ("id", "name"), "tag names in the embedded text"),
     ForumRead("topic_tags", ("topic_id", "tag_id"), "the topic's tags"),
     ForumRead("tag_group_memberships", ("tag_id", "tag_group_id"),

@@ -50,6 +50,7 @@ REQUIRED_FORUM_COLUMNS: dict[str, tuple[str, ...]] = {
     "tag_group_memberships": ("tag_id", "tag_group_id"),
     "tag_group_permissions": ("tag_group_id", "group_id"),
     "post_search_data": ("post_id", "search_data"),
+    "shared_drafts": ("topic_id",),
 }
 
 

@@ -1,12 +1,12 @@
 """The one definition of "public content", applied inside every query that returns posts.
 
 A post is public when it is a regular post (no whisper, no moderator or small action), not
-deleted (by staff or by its author), not hidden and not empty; its topic is a regular topic (not
-a private message), listed and not deleted; its category is not read-restricted, and neither is
-any of its ancestors, however deep (A restricted -> B -> C makes C private). This is Discourse's
-``badge_posts`` view without ``allow_badges``, narrowed to regular posts, plus ``hidden`` and
-``user_deleted``, and with restrictions inherited at any depth: Discourse prevents such chains,
-an imported dump does not.
+deleted (by staff or by its author), not hidden and not empty; its topic is a regular topic
+(not a private message), listed, not deleted and not a shared draft; its category is not
+read-restricted, and neither is any of its ancestors, however deep (A restricted -> B -> C makes
+C private). This is Discourse's ``badge_posts`` view without ``allow_badges``, narrowed to
+regular posts, plus ``hidden``, ``user_deleted`` and shared drafts, and with restrictions
+inherited at any depth: Discourse prevents such chains, an imported dump does not.
 
 Cost: the restricted categories and all their descendants come from one recursive query that
 does not depend on the row (``UNION`` makes it stop on a parent cycle), turned into an array:
@@ -59,10 +59,18 @@ def post_is_public(alias: LiteralString) -> LiteralString:
     )
 
 
+# A topic with a shared_drafts row is a draft staff share before publishing it: Discourse hides
+# it from anyone who may not see shared drafts, whatever its category. An anti-join on the
+# table's unique topic_id index (the table holds a handful of rows), so it costs nothing next
+# to the rest (scripts/explain_public_filter.py).
+NOT_SHARED_DRAFT: LiteralString = (
+    "NOT EXISTS (SELECT 1 FROM shared_drafts sd WHERE sd.topic_id = t.id)")
+
 PUBLIC_WHERE: LiteralString = (
     post_is_public("p")
     + " AND t.deleted_at IS NULL AND t.visible AND t.archetype = 'regular'"
     + " AND c.id <> ALL (ARRAY" + RESTRICTED_CATEGORIES + ")"
+    + " AND " + NOT_SHARED_DRAFT
 )
 
 

@@ -104,6 +104,7 @@ def test_a_real_forum_is_read_never_altered(db_url: str) -> None:
             CREATE TABLE tag_group_memberships (tag_id int, tag_group_id int);
             CREATE TABLE tag_group_permissions (tag_group_id bigint, group_id bigint);
             CREATE TABLE post_search_data (post_id int PRIMARY KEY, search_data tsvector);
+            CREATE TABLE shared_drafts (id bigint PRIMARY KEY, topic_id int);
         """)
     info = upgrade(db_url)
     assert info["forum_owned"] is False

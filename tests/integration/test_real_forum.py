@@ -39,7 +39,8 @@ def _discourse_forum(url: str) -> None:
     """Tables shaped like Discourse's, created and filled by 'Discourse' (not the sidecar)."""
     folder = resources.files("sidecar.db") / "migrations" / "forum"
     with psycopg.connect(url) as conn:
-        for name in ("0001_forum_tables.sql", "0003_tag_groups.sql"):  # as Discourse has them
+        for name in ("0001_forum_tables.sql", "0003_tag_groups.sql",  # as Discourse has them
+                     "0004_shared_drafts.sql"):
             conn.execute((folder / name).read_text("utf-8").encode())
         conn.execute("""
             INSERT INTO categories (id, name, name_lower, slug, read_restricted, created_at,
