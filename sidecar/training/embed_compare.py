@@ -96,7 +96,7 @@ def zones(before: dict[str, Any], after: dict[str, Any], *, resamples: int, seed
         out[f"auroc_{side}"] = {
             "before": auroc_ci([b for _, b in pos_pairs], [b for _, b in neg_pairs],
                                resamples=resamples, seed=seed),
-            "after": auroc_ci([a for a, _ in pos_pairs], [a for _, a in neg_pairs],
+            "after": auroc_ci([a for a, _ in pos_pairs], [a for a, _ in neg_pairs],
                               resamples=resamples, seed=seed),
             "difference": auroc_difference_ci(pos_pairs, neg_pairs, resamples=resamples,
                                               seed=seed)}

@@ -44,18 +44,24 @@ def zones_doc(answerable: list[float], leave_out: list[float], ood: list[float],
 def test_zones_compare_each_model_on_its_own_thresholds() -> None:
     # Before: answerable and leave-out overlap; after: they separate. Each model has its own
     # similarity scale, and its own calibrated thresholds.
-    before = zones_doc([0.6, 0.5, 0.7, 0.4] * 5, [0.55, 0.45, 0.65, 0.5] * 5, [0.1] * 20,
+    before = zones_doc([0.6, 0.5, 0.7, 0.4] * 5, [0.55, 0.45, 0.65, 0.5] * 5, [0.95] * 20,
                        abstain=0.3, normal=0.6)
     after = zones_doc([0.9, 0.8, 0.85, 0.95] * 5, [0.4, 0.5, 0.45, 0.3] * 5, [0.05] * 20,
                       abstain=0.2, normal=0.7)
     out = compare.zones(before, after, resamples=300, seed=0)
     auroc = out["auroc_leave_out"]
     assert auroc["after"]["auroc"] == 1.0 and auroc["before"]["auroc"] < 0.8
+    # The difference is the two models' own AUROCs apart, each on its own scores.
+    assert auroc["difference"]["difference"] == pytest.approx(
+        auroc["after"]["auroc"] - auroc["before"]["auroc"], abs=1e-3)
     assert auroc["difference"]["ci_low"] > 0
+    # Each side of each model is read from that model's scores: an after that took the
+    # leave-out side of before would not separate.
+    assert out["auroc_out_of_domain"]["after"]["auroc"] == 1.0
     assert out["answerable_normal"]["before"] == pytest.approx(0.5)
     assert out["answerable_normal"]["after"] == 1.0
     assert out["leave_out_held_back"]["after"] == 1.0
-    assert out["out_of_domain_abstain"]["before"] == out["out_of_domain_abstain"]["after"] == 1
+    assert out["out_of_domain_abstain"]["before"] == 0 and out["out_of_domain_abstain"]["after"] == 1
     assert out["thresholds"]["after"] == {"abstain": 0.2, "normal": 0.7}
 
 
