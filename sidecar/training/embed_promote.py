@@ -21,6 +21,7 @@ kept; prune deletes the vectors of models that are neither served nor the rollba
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,7 +47,8 @@ from sidecar.errors import Conflict, InvalidInput, NotFound
 from sidecar.related.cache import forum_cache
 from sidecar.runtime.resources import Resources, start_resources
 from sidecar.runtime.served_model import configured_settings
-from sidecar.search.profile import with_zones, write_profile
+from sidecar.search.profile import update_profile, with_zones
+from sidecar.search.profile_io import profile_lock
 from sidecar.search.service import SearchService
 from sidecar.training.embed_guard import EmbedVerdict, ask_both, held_out_questions, judge_embedder
 from sidecar.training.source import forum_judgements, label_questions
@@ -108,17 +110,22 @@ def profile_archive(settings: Settings, model: str) -> Path:
 
 
 def _swap_profiles(settings: Settings, leaving: str, arriving: str) -> bool:
-    """Keep the leaving model's profile aside; put the arriving model's kept one in place.
-    True when the arriving model had one (else the caller calibrates its zones)."""
+    """Keep the leaving model's profile aside; put the arriving model's kept one in place,
+    under the profile's lock (a calibration running meanwhile waits). True when the arriving
+    model had one (else the caller calibrates its zones)."""
     path = settings.profile_path()
-    if path.is_file():
-        shutil.copy2(path, profile_archive(settings, leaving))
-    kept = profile_archive(settings, arriving)
-    if kept.is_file():
-        shutil.copy2(kept, path)
+    with profile_lock(path):
+        if path.is_file():
+            shutil.copy2(path, profile_archive(settings, leaving))
+        kept = profile_archive(settings, arriving)
+        if not kept.is_file():
+            path.unlink(missing_ok=True)  # tuned for the leaving model: it would not apply
+            return False
+        # Through a copy beside it, then one rename: a reader never sees half a file.
+        staged = path.with_name(f".{path.name}.{arriving}.restore")
+        shutil.copy2(kept, staged)
+        os.replace(staged, path)
         return True
-    path.unlink(missing_ok=True)  # tuned for the leaving model: it would not apply anyway
-    return False
 
 
 def guard(res: Resources, cand: Candidate, *, resamples: int = 2000) -> EmbedVerdict:
@@ -190,8 +197,9 @@ def _arrive(settings: Settings, leaving: str, arriving: str, *, progress: bool
     try:
         run = calibrate_zones(res, progress=progress, basis="opening_posts")
         path = settings.profile_path()
-        write_profile(path, with_zones(path, run.calibration, model=res.model.name,
-                                       strategy=res.settings.strategy, settings=res.settings))
+        update_profile(path, lambda: with_zones(path, run.calibration, model=res.model.name,
+                                                strategy=res.settings.strategy,
+                                                settings=res.settings))
     finally:
         res.close()
     return {"calibrated": {"scorer": run.calibration.scorer, "abstain": run.calibration.abstain,
