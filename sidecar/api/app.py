@@ -6,9 +6,9 @@ import logging
 import re
 
 from flask import Flask, request
-from werkzeug.middleware.proxy_fix import ProxyFix
 
 from sidecar.api import (
+    proxy,
     routes_admin,
     routes_discourse,
     routes_health,
@@ -23,15 +23,18 @@ from sidecar.api.auth import ApiKeyGuard, install_guard
 from sidecar.api.context import init_app
 from sidecar.api.errors import register_error_handlers
 from sidecar.config.keys import key_problem
+from sidecar.config.networks import parse_networks
 from sidecar.config.settings import Settings, load_settings
 from sidecar.errors import BadRequest, ConfigurationError
 from sidecar.runtime.resources import Resources, start_resources
 
 log = logging.getLogger(__name__)
 
-# Routes that answer without the API key (load balancers and scrapers call them; Discourse
-# signs its webhook deliveries with their own secret instead).
-PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "health.metrics", "static",
+# Routes that answer without the API key (load balancers call them; Discourse signs its webhook
+# deliveries with their own secret instead).
+# /metrics is not among them: it says what /v1/health says only to the key (models, backfill
+# state, the database's connections), so Prometheus scrapes it with the key.
+PUBLIC_ENDPOINTS = frozenset({"health.health", "health.ready", "static",
                               "discourse.discourse_webhook"})
 # Routes with their own body limit (SIDECAR_DISCOURSE_WEBHOOK_MAX_BYTES).
 WEBHOOK_ENDPOINTS = frozenset({"discourse.discourse_webhook"})
@@ -82,10 +85,9 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
         res.search.keyword.start(settings.keyword_sync_s)
 
     app = Flask("sidecar")
-    if settings.proxy_hops:
-        # The client address (throttling, logs) and scheme as the trusted proxies report them.
-        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
-            app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
+    # The client address (throttling, logs) and scheme as the trusted proxies report them, and
+    # only they: from any other peer the forwarded headers are dropped.
+    proxy.install(app, settings.proxy_hops, parse_networks(settings.trusted_proxies))
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_app(app, res)

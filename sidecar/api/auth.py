@@ -1,9 +1,10 @@
 """Bearer-token authentication for the /v1 API (the shared parser of :mod:`models.web.auth`).
 
 Every key the API compares goes through :class:`ApiKeyGuard`, so that the wrong-key counts of
-:mod:`sidecar.moderation.throttle` see every guess: a client past its limit is refused (429)
-before its key is compared, and each wrong key is counted, on the routes that need the key and
-on the open ones that say more to it (``/v1/health``).
+:mod:`sidecar.moderation.throttle` see every guess: each key is counted for its client before it
+is compared (a right one is taken back), a client past its limit is refused (429) unseen, on the
+routes that need the key and on the open ones that say more to it (``/v1/health``). A request
+with no key is no guess: it is refused, never counted.
 """
 
 from __future__ import annotations
@@ -38,12 +39,16 @@ class ApiKeyGuard:
         if token is None:
             raise Unauthorized("missing bearer token: send Authorization: Bearer "
                                "<SIDECAR_API_KEY>")
-        if self._throttle.locked_out(request.remote_addr):
+        client = request.remote_addr
+        attempt = self._throttle.admit(client)  # counted before it is compared
+        if attempt is None:
             raise TooManyRequests(THROTTLED)
-        if not token_matches(token, self._key):
-            if self._throttle.failed(request.remote_addr):
-                raise TooManyRequests(THROTTLED)
-            raise Unauthorized("invalid API key")
+        if token_matches(token, self._key):
+            self._throttle.release(client, attempt)
+            return
+        if self._throttle.failed(client, attempt):
+            raise TooManyRequests(THROTTLED)
+        raise Unauthorized("invalid API key")
 
     def present(self) -> bool:
         """True when the request carries the right key (for open routes that say more to it);

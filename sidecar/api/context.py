@@ -27,7 +27,8 @@ def init_app(app: Flask, res: Resources) -> None:
     """Attach ``res`` and a fresh set of metrics to ``app`` (the metrics time every request)."""
     app.extensions[_RESOURCES] = res
     metrics = Metrics()
-    metrics.add_scraped(StateCollector(lambda: resources_of(app)))
+    metrics.add_scraped(StateCollector(lambda: resources_of(app),
+                                       ttl_s=res.settings.metrics_state_ttl_s))
     app.extensions[_METRICS] = metrics
     metrics.bind(app)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gunicorn.app.base import BaseApplication
 
 from sidecar.api.gunicorn_hooks import on_starting, worker_exit
+from sidecar.config.networks import canonical
 from sidecar.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,10 +26,9 @@ if TYPE_CHECKING:
 
 # Seconds a worker has to finish its requests after SIGTERM before it is killed.
 GRACEFUL_TIMEOUT = 30
-# Behind a reverse proxy on the same machine (nginx, Caddy): trust its X-Forwarded-Proto (and
-# friends) for the scheme, but only when SIDECAR_PROXY_HOPS says there are proxies to trust:
-# with 0, a client next to the sidecar could otherwise claim https.
-FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
+# Behind a reverse proxy (nginx, Caddy): trust its X-Forwarded-Proto (and friends) for the
+# scheme from SIDECAR_TRUSTED_PROXIES only, and only when SIDECAR_PROXY_HOPS says there are
+# proxies to trust: with 0, a client next to the sidecar could otherwise claim https.
 
 
 # The model host's unix socket: srw-rw---- (owner and group: the sidecar's API and worker).
@@ -43,7 +43,8 @@ def common_options(settings: Settings) -> dict[str, Any]:
         # pools must not cross it.
         "preload_app": False,
         "graceful_timeout": GRACEFUL_TIMEOUT,
-        "forwarded_allow_ips": FORWARDED_ALLOW_IPS if settings.proxy_hops else "",
+        "forwarded_allow_ips": canonical(settings.trusted_proxies) if settings.proxy_hops
+                               else "",
         "errorlog": "-",
         "loglevel": settings.log_level.lower(),
         # gunicorn >= 25 opens a control socket at one fixed path per user: the API and the

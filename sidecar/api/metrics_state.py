@@ -1,26 +1,34 @@
 """Gauges read when Prometheus scrapes: the backfill runs, the answer zones' calibration, this
 node's keyword index against the change log, and the forum database's load.
 
-They are facts of the database and of this node's files, not of one process, so whichever
-gunicorn worker answers the scrape reads them afresh (a few small queries). What an operator
-must be told (deploy/prometheus/sidecar.rules.yml) is built on these and on the request
+They are facts of the database and of this node's files, not of one process. The database's
+part is read at most once per ``SIDECAR_METRICS_STATE_TTL_S`` by each process (a few small
+queries), on a connection of its own (``sidecar-metrics``), never one of the API's pool: a
+scrape, however frequent, neither takes a request's connection nor queries the forum's database
+each time. This node's keyword index is read from its files at each scrape. What an operator
+must be told (deploy/prometheus/sidecar-alerts.yml) is built on these and on the request
 counters of :mod:`sidecar.api.metrics`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from psycopg.rows import dict_row
 
+from sidecar.core.backoff import DbLoad
 from sidecar.db.keyword_sql import last_change
 from sidecar.db.load import database_load
-from sidecar.db.ops_read import latest_runs
+from sidecar.db.ops_read import RunGauge, latest_runs
 from sidecar.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -62,11 +70,51 @@ def _families() -> dict[str, GaugeMetricFamily]:
     }
 
 
-class StateCollector(Collector):
-    """The scrape-time gauges of one API process (its resources found through ``source``)."""
+@dataclass(frozen=True)
+class DatabaseState:
+    """What the database says, read once and reused until it is ``ttl_s`` old."""
 
-    def __init__(self, source: Callable[[], Resources | None]) -> None:
+    runs: list[RunGauge]
+    load: DbLoad
+    logged: int  # the change log's latest id
+
+
+def read_database_state(res: Resources) -> DatabaseState:
+    """The database's part, on a connection of its own (not the API pool's), closed after."""
+    with psycopg.connect(res.conninfo("metrics"), autocommit=True, row_factory=dict_row) as conn:
+        return DatabaseState(latest_runs(conn), database_load(conn), last_change(conn))
+
+
+class StateCollector(Collector):
+    """The scrape-time gauges of one API process (its resources found through ``source``).
+
+    ``read`` reads the database's part (:func:`read_database_state`); it runs at most once per
+    ``ttl_s`` (a failed read too: a database that cannot answer is not asked at every scrape).
+    """
+
+    def __init__(self, source: Callable[[], Resources | None], ttl_s: float = 30.0,
+                 read: Callable[[Resources], DatabaseState] = read_database_state,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
+        self._ttl_s = ttl_s
+        self._read = read
+        self._clock = clock
+        self._lock = threading.Lock()  # one read at a time; the others take its answer
+        self._read_at: float | None = None
+        self._state: DatabaseState | None = None
+
+    def database_state(self, res: Resources) -> DatabaseState | None:
+        """The cached state, read again once it is ``ttl_s`` old; None when it could not be."""
+        with self._lock:
+            now = self._clock()
+            if self._read_at is None or now - self._read_at >= self._ttl_s:
+                self._read_at = now
+                try:
+                    self._state = self._read(res)
+                except Exception as exc:  # a scrape reports, it does not raise
+                    log.warning("metrics: the database state could not be read: %s", exc)
+                    self._state = None
+            return self._state
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         """The families, without reading anything (checked when the registry takes it)."""
@@ -79,24 +127,20 @@ class StateCollector(Collector):
         up = res is not None
         if res is not None:
             _zones(res, f)
-            try:
-                _database(res, f)
-            except Exception as exc:  # a scrape reports, it does not raise
-                log.warning("metrics: the database state could not be read: %s", exc)
-                up = False
+            state = self.database_state(res)
+            up = state is not None
+            if state is not None:
+                _database(res, state, f)
         f["up"].add_metric([], 1.0 if up else 0.0)
         yield from f.values()
 
 
-def _database(res: Resources, f: dict[str, GaugeMetricFamily]) -> None:
-    with res.db.connection() as conn:
-        runs = latest_runs(conn)
-        load = database_load(conn)
-        logged = last_change(conn)
+def _database(res: Resources, state: DatabaseState, f: dict[str, GaugeMetricFamily]) -> None:
+    runs, load, logged = state.runs, state.load, state.logged
     for run in runs:
         labels = [run.model_name, str(run.strategy_id)]
-        for state in RUN_STATES:
-            f["state"].add_metric([*labels, state], 1.0 if run.status == state else 0.0)
+        for name in RUN_STATES:
+            f["state"].add_metric([*labels, name], 1.0 if run.status == name else 0.0)
         if run.status == "paused":
             f["paused"].add_metric([*labels, run.stop_reason or "operator"], 1.0)
         f["failed"].add_metric(labels, float(run.failed))

@@ -83,8 +83,10 @@ def openapi() -> ResponseReturnValue:
 
 
 @bp.get("/metrics")
-@documented(tag="operations", auth=None, content_type="text/plain", errors=(),
-            summary="Prometheus metrics.")
+@documented(tag="operations", content_type="text/plain", errors=(401, 429),
+            summary="Prometheus metrics (with the API key: they name the models, the "
+                    "backfill's state and the database's connections).")
 def metrics() -> ResponseReturnValue:
-    """Prometheus exposition format."""
+    """Prometheus exposition format; the database's part read at most once per
+    ``SIDECAR_METRICS_STATE_TTL_S``, outside the API's pool (:mod:`sidecar.api.metrics_state`)."""
     return get_metrics().response()

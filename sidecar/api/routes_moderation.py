@@ -3,9 +3,11 @@
 Both live under the ``moderation`` blueprint, whose endpoints skip the API-key check
 (``sidecar.api.app``): they authenticate with the moderator key instead. The pages use a signed,
 HttpOnly, SameSite=Strict session cookie obtained through a login form and a CSRF token in every
-form, and work without JavaScript (the Content-Security-Policy forbids scripts altogether); the
-API takes ``Authorization: Bearer <SIDECAR_MODERATOR_KEY>``. Errors on the pages are HTML pages,
-errors of the API are the usual JSON.
+form (the login form's own, paired with a cookie: a login posted from another site is refused
+before its key is read, so it is never counted as a guess), and work without JavaScript (the
+Content-Security-Policy forbids scripts altogether); the API takes ``Authorization: Bearer
+<SIDECAR_MODERATOR_KEY>`` (a request without it is refused, never counted as a guess). Errors on
+the pages are HTML pages, errors of the API are the usual JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from flask import (
     Blueprint,
     Response,
     g,
+    make_response,
     redirect,
     render_template,
     request,
@@ -40,6 +43,8 @@ from sidecar.api.schemas_moderation import (
 from sidecar.core.calibration import LABELS
 from sidecar.errors import ServiceUnavailable, SidecarError, Unauthorized
 from sidecar.moderation.auth import (
+    LOGIN_COOKIE,
+    LOGIN_MAX_AGE_S,
     SESSION_COOKIE,
     SESSION_MAX_AGE_S,
     Attempt,
@@ -67,7 +72,7 @@ def _service() -> ModerationService:
 
 
 def _client() -> str:
-    # The client's address as SIDECAR_PROXY_HOPS trusted proxies report it (ProxyFix, app.py).
+    # The client's address as the trusted proxies report it (sidecar/api/proxy.py).
     return request.remote_addr or "unknown"
 
 
@@ -81,8 +86,11 @@ def _api_authenticate() -> None:
     if outcome is Attempt.THROTTLED:  # a client past its limit: its key was not even compared
         raise TooManyRequests("too many failed attempts with a wrong moderator key; "
                               "wait a while")
-    if outcome is Attempt.WRONG:
+    if outcome is Attempt.MISSING:  # no key: not a guess, never counted
         raise Unauthorized("send Authorization: Bearer <SIDECAR_MODERATOR_KEY>")
+    if outcome is Attempt.WRONG:
+        raise Unauthorized("invalid moderator key: send Authorization: Bearer "
+                           "<SIDECAR_MODERATOR_KEY>")
 
 
 # Every answer of the API: no key or a wrong one (401), too many wrong ones (429), moderation
@@ -190,27 +198,48 @@ def _https() -> bool:
     return request.is_secure
 
 
+def _login_page(status: int = 200, **context: Any) -> ResponseReturnValue:
+    """The login form with its CSRF token, the same in the form and in its cookie."""
+    token = ModeratorAuth.login_token(request.cookies.get(LOGIN_COOKIE))
+    response = make_response(render_template("moderation_login.html", csrf=token,
+                                             moderator=g.get("moderator"), **context), status)
+    response.set_cookie(LOGIN_COOKIE, token, max_age=LOGIN_MAX_AGE_S, httponly=True,
+                        samesite="Strict", secure=_https(), path="/moderation")
+    return response
+
+
 @pages.get("/login")
 def login() -> ResponseReturnValue:
     """The login form."""
-    return _page("moderation_login.html", next=_safe_next(request.args.get("next")))
+    return _login_page(next=_safe_next(request.args.get("next")))
 
 
 @pages.post("/login")
 def login_post() -> ResponseReturnValue:
-    """Check the key; on success set the session cookie and go where the moderator was going."""
+    """Check the key; on success set the session cookie and go where the moderator was going.
+
+    A form without its CSRF token (posted from another site) and an empty key are refused
+    before the key is read: neither counts as a wrong guess.
+    """
     auth = _auth()
     target = _safe_next(request.form.get("next"))
-    outcome = auth.attempt(_client(), request.form.get("key", ""))
+    if not ModeratorAuth.login_csrf_ok(request.cookies.get(LOGIN_COOKIE),
+                                       request.form.get("csrf")):
+        return _login_page(403, next=target,
+                           error="the form is stale or did not come from these pages: "
+                                 "enter the key again")
+    outcome = auth.attempt(_client(), request.form.get("key"))
     if outcome is Attempt.THROTTLED:  # past its limit, this client's key is not compared
-        return _page("moderation_login.html", 429, next=target,
-                     error="too many failed attempts; wait a few minutes")
+        return _login_page(429, next=target, error="too many failed attempts; wait a few minutes")
+    if outcome is Attempt.MISSING:
+        return _login_page(401, next=target, error="enter the moderator key")
     if outcome is Attempt.WRONG:
-        return _page("moderation_login.html", 401, next=target, error="wrong moderator key")
+        return _login_page(401, next=target, error="wrong moderator key")
     cookie, _session = auth.issue(request.form.get("name", ""))
     response = redirect(target, 303)
     response.set_cookie(SESSION_COOKIE, cookie, max_age=SESSION_MAX_AGE_S, httponly=True,
                         samesite="Strict", secure=_https(), path="/moderation")
+    response.delete_cookie(LOGIN_COOKIE, path="/moderation")
     return response
 
 

@@ -15,6 +15,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sidecar.config.keys import MIN_KEY_CHARS, key_problem
+from sidecar.config.networks import parse_networks
 from sidecar.config.pgconf import check_memory, check_size
 from sidecar.core.chain_flags import ChainFlags
 from sidecar.core.fusion import DEFAULT_LIFT, parse_weights
@@ -80,6 +81,12 @@ class Settings(BaseSettings):
     # Reverse proxies in front that are trusted to append the client to X-Forwarded-For (and set
     # X-Forwarded-Proto): 0 means none, and the headers are ignored.
     proxy_hops: int = Field(default=0, ge=0)
+    # The addresses (or networks, CIDR) those proxies connect from: from any other peer the
+    # forwarded headers are dropped, whatever proxy_hops says (sidecar/api/proxy.py).
+    trusted_proxies: str = "127.0.0.1,::1"
+    # How long the database state that /metrics reports (backfill runs, the database's load, the
+    # keyword change log) is reused before it is read again, on a connection of its own.
+    metrics_state_ttl_s: float = Field(default=30.0, ge=1.0)
     # Where gunicorn's workers write their metrics for /metrics to add up (Prometheus'
     # multiprocess mode); unset: <state_dir>/prometheus, emptied when gunicorn starts.
     prometheus_multiproc_dir: Path | None = Field(
@@ -286,6 +293,12 @@ class Settings(BaseSettings):
     @classmethod
     def _check_shared_buffers(cls, value: str) -> str:
         return check_memory(value)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: str) -> str:
+        parse_networks(value)  # raises ValueError naming the entry
+        return value
 
     @field_validator("index_build_mem")
     @classmethod

@@ -6,12 +6,16 @@ its id, signed with a key derived from the moderator key. Logging out deletes th
 copied cookie dies with it; a new moderator key ends every session (the signature and the
 fingerprint no longer match).
 
-Every attempt goes through :meth:`ModeratorAuth.attempt`: a client past its own limit of wrong
-keys is refused before its key is compared (the right key too, until its window ends); wrong
-keys are counted in Redis per client (an IPv6 client is its /64) and for all clients together
+Every attempt goes through :meth:`ModeratorAuth.attempt`: each key is counted for its client
+before it is compared (a right one is taken back), and a client past its own limit of wrong keys
+is refused unseen (the right key too, until its window ends); wrong keys are counted in Redis
+per client (an IPv6 client is its /64) and for all clients together
 (:mod:`sidecar.moderation.throttle`), and past the limits a wrong key is answered 429 instead of
-401. The client address is the one ``SIDECAR_PROXY_HOPS`` trusted proxies report
-(``sidecar.api.app``).
+401. A request that presents no key (an API call without ``Authorization``, a login with an
+empty key) is no guess and is never counted: a page of image tags or a forged form on another
+site must not lock a moderator out. The login form carries a CSRF token of its own too
+(:meth:`ModeratorAuth.login_token`), paired with a SameSite=Strict cookie. The client address
+is the one the trusted proxies report (``sidecar.api.proxy``).
 Without Redis nothing can be counted or looked up: logins, sessions and wrong keys are answered
 503, never left uncounted.
 """
@@ -40,18 +44,23 @@ log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "sidecar_moderator"
 SESSION_MAX_AGE_S = 12 * 3600
+# The login form's CSRF token, also set as this cookie when the form is shown (SameSite=Strict:
+# a form posted from another site comes without it).
+LOGIN_COOKIE = "sidecar_login_csrf"
+LOGIN_MAX_AGE_S = 3600
 REDIS_DOWN = ("moderator sign-in is unavailable right now: its sessions and rate limit live in "
               "Redis, which cannot be reached")
 
 T = TypeVar("T")
-__all__ = ["GLOBAL_MAX_FAILURES", "MAX_FAILURES", "SESSION_COOKIE", "Attempt", "ModeratorAuth",
-           "Session"]
+__all__ = ["GLOBAL_MAX_FAILURES", "LOGIN_COOKIE", "LOGIN_MAX_AGE_S", "MAX_FAILURES",
+           "SESSION_COOKIE", "Attempt", "ModeratorAuth", "Session"]
 
 
 class Attempt(Enum):
     """What a key attempt from one client gets."""
 
     ADMITTED = "admitted"
+    MISSING = "missing"  # 401, never counted: no key was presented
     WRONG = "wrong"  # 401
     THROTTLED = "throttled"  # 429: the client past its limit (key not compared), or all clients
 
@@ -91,14 +100,20 @@ class ModeratorAuth:
         return token_matches(candidate, self._key or b"")
 
     def attempt(self, client: str, candidate: str | None) -> Attempt:
-        """One sign-in or bearer attempt: refused unseen when ``client`` is past its limit,
-        else compared, and counted when wrong. Raises ServiceUnavailable when Redis cannot say
-        or count (fail closed)."""
-        if self._throttle.locked_out(client, self._redis_call):
+        """One sign-in or bearer attempt: no key at all is no guess (MISSING, uncounted); else
+        counted, then refused unseen when ``client`` is past its limit, else compared (a right
+        key's count taken back). Raises ServiceUnavailable when Redis cannot say or count (fail
+        closed)."""
+        if candidate is None or not candidate.strip():
+            return Attempt.MISSING
+        number = self._throttle.admit(client, self._redis_call)
+        if number is None:
             return Attempt.THROTTLED
-        if candidate is not None and self.check_key(candidate):
+        if self.check_key(candidate):
+            self._throttle.release(client, number, self._redis_call)
             return Attempt.ADMITTED
-        return Attempt.THROTTLED if self.failed(client) else Attempt.WRONG
+        wrong = self._throttle.failed(client, number, self._redis_call)
+        return Attempt.THROTTLED if wrong else Attempt.WRONG
 
     def _redis_call(self, call: Callable[[], T]) -> T:
         try:
@@ -148,10 +163,18 @@ class ModeratorAuth:
         """The form's token is the session's."""
         return bool(token) and hmac.compare_digest(session.csrf.encode(), (token or "").encode())
 
-    # -- failed attempts -------------------------------------------------------------------------
-    def failed(self, client: str) -> bool:
-        """Count one wrong key from ``client``; True when it is over a limit (answer 429).
+    # -- the login form's CSRF token -----------------------------------------------------------
+    @staticmethod
+    def login_token(cookie: str | None) -> str:
+        """The login form's token: the browser's own (``LOGIN_COOKIE``), kept so that two open
+        forms both work, or a new one."""
+        if cookie and 20 <= len(cookie) <= 64 and cookie.isascii():
+            return cookie
+        return secrets.token_urlsafe(24)
 
-        Raises ServiceUnavailable when Redis cannot count it.
-        """
-        return self._throttle.failed(client, self._redis_call)
+    @staticmethod
+    def login_csrf_ok(cookie: str | None, token: str | None) -> bool:
+        """The form's token is its cookie's: a form posted from another site has no cookie
+        (SameSite=Strict), and its key is then not even counted."""
+        return bool(cookie) and bool(token) and hmac.compare_digest(
+            (cookie or "").encode(), (token or "").encode())

@@ -1,11 +1,16 @@
 """Counting wrong keys: per client (an IPv6 client is its /64) and for all clients together.
 
 Used for ``SIDECAR_API_KEY`` (every ``/v1`` route, ``/v1/health`` included) and
-``SIDECAR_MODERATOR_KEY`` (the moderator pages and API). A wrong key is counted, in Redis so
-that every API process sees it, for its client and for all clients. A client past
-``MAX_FAILURES`` in ``FAILURE_WINDOW_S`` is refused (429) **before any key it sends is
-compared**, the right one included, until its window ends: otherwise the 429 would only slow a
-guesser down, and a right guess would still get in. Past ``GLOBAL_MAX_FAILURES`` from all
+``SIDECAR_MODERATOR_KEY`` (the moderator pages and API). Every attempt is counted for its
+client **before its key is compared**, in one atomic Redis step (:meth:`FailureThrottle.admit`),
+so that every API process sees it and parallel attempts each get a number of their own; a right
+key takes its count back (:meth:`FailureThrottle.release`), a wrong one stays counted, and is
+counted for all clients too. An attempt numbered past ``MAX_FAILURES`` in ``FAILURE_WINDOW_S``
+is refused (429) unseen, the right key included, until the window ends: otherwise the 429
+would only slow a guesser down, and a right guess would still get in; and 50 wrong keys sent
+at once get no more than ``MAX_FAILURES`` comparisons. A request that presents no key at all is
+no guess and is not counted (a page of image tags must not lock a moderator out). Past
+``GLOBAL_MAX_FAILURES`` from all
 clients together, wrong keys are answered 429 and an alert is logged (ERROR, once a window),
 but no client under its own limit is refused: one guesser spread over many addresses must not
 lock the key's holders out everywhere.
@@ -35,6 +40,20 @@ FAILURE_WINDOW_S = 15 * 60  # ... in this window
 GLOBAL_MAX_FAILURES = 100  # all clients together, in the same window
 
 T = TypeVar("T")
+# One attempt counted, and its window started with the first: one atomic step (Redis runs a
+# script alone), so two attempts sent together never read the same count.
+_ADMIT = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return n
+"""
+# A right key's attempt taken back; the counter goes with its last attempt, so that the window
+# starts again at the next wrong one.
+_RELEASE = """
+local n = redis.call('DECR', KEYS[1])
+if n <= 0 then redis.call('DEL', KEYS[1]) end
+return n
+"""
 
 
 class RedisRunner(Protocol):
@@ -68,45 +87,55 @@ class FailureThrottle:
         self._redis = redis_client
         self._prefix = f"{prefix}:throttle:{kind}"
         self.kind = kind
+        self._admit = redis_client.register_script(_ADMIT)
+        self._release = redis_client.register_script(_RELEASE)
 
     def _key(self, bucket: str) -> str:
         return f"{self._prefix}:failures:{bucket}"
 
-    def locked_out(self, client: str | None, call: RedisRunner | None = None) -> bool:
-        """True when ``client`` is past its own limit: refuse it before comparing its key.
+    def admit(self, client: str | None, call: RedisRunner | None = None) -> int | None:
+        """Count an attempt of ``client`` before its key is compared: its number in the window,
+        or None when it is past the limit (refuse it, its key unseen).
 
         ``call`` runs the Redis round trip (the moderator's turns a Redis failure into a 503);
-        without it a Redis failure is logged and the client is not held locked out.
+        without it a Redis failure is logged and the attempt is admitted, uncounted (0).
         """
-        bucket = client_bucket(client)
+        key = self._key(client_bucket(client))
         try:
-            count = (call or _direct)(lambda: self._redis.get(self._key(bucket)))
+            number = int((call or _direct)(
+                lambda: self._admit(keys=[key], args=[FAILURE_WINDOW_S])))
         except redis.RedisError as exc:
-            log.warning("the %s key's wrong-key count could not be read: Redis failed (%s)",
-                        self.kind, exc)
-            return False
-        return int(count or 0) >= MAX_FAILURES
+            log.warning("a %s key attempt was not counted: Redis failed (%s)", self.kind, exc)
+            return 0
+        return number if number <= MAX_FAILURES else None
 
-    def failed(self, client: str | None, call: RedisRunner | None = None) -> bool:
-        """Count one wrong key from ``client``; True when wrong keys are now answered 429 (the
-        client past its limit, or all clients past theirs).
+    def release(self, client: str | None, attempt: int,
+                call: RedisRunner | None = None) -> None:
+        """The attempt numbered ``attempt`` (by :meth:`admit`) had the right key: not a failure."""
+        if not attempt:
+            return  # never counted (Redis was down)
+        key = self._key(client_bucket(client))
+        try:
+            (call or _direct)(lambda: self._release(keys=[key]))
+        except redis.RedisError as exc:
+            log.warning("a right %s key stays counted: Redis failed (%s)", self.kind, exc)
 
-        ``call`` runs each Redis round trip, as in :meth:`locked_out`; without it a Redis
-        failure is logged and the client is not held over a limit (its key is refused all the
-        same).
+    def failed(self, client: str | None, attempt: int,
+               call: RedisRunner | None = None) -> bool:
+        """The attempt numbered ``attempt`` had a wrong key (it stays counted for its client):
+        count it for all clients; True when wrong keys are now answered 429 (all clients past
+        their limit).
+
+        ``call`` runs each Redis round trip, as in :meth:`admit`; without it a Redis failure is
+        logged and the key is refused all the same.
         """
         bucket = client_bucket(client)
         run: RedisRunner = call or _direct
 
         def count() -> tuple[int, int]:
-            # Each window starts at its first failure (SET NX EX, not EXPIRE NX: Redis 6.2 has
-            # no EXPIRE options); later failures only count.
-            pipe = self._redis.pipeline()
-            for key in (self._key(bucket), f"{self._prefix}:failures-all"):
-                pipe.set(key, 0, ex=FAILURE_WINDOW_S, nx=True)
-                pipe.incr(key)
-            result = pipe.execute()
-            return int(result[1]), int(result[3])
+            everyone = self._admit(keys=[f"{self._prefix}:failures-all"],
+                                   args=[FAILURE_WINDOW_S])
+            return attempt, int(everyone)
 
         def first(what: str) -> Callable[[], bool]:
             return lambda: bool(self._redis.set(f"{self._prefix}:warned:{what}", 1,
@@ -128,7 +157,7 @@ class FailureThrottle:
         except redis.RedisError as exc:
             log.warning("a wrong %s key was not counted: Redis failed (%s)", self.kind, exc)
             return False
-        return mine > MAX_FAILURES or everyone > GLOBAL_MAX_FAILURES
+        return everyone > GLOBAL_MAX_FAILURES
 
     def forget(self) -> None:
         """Drop every counter of this key (tests, and after an operator changed the key)."""

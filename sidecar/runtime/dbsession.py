@@ -15,7 +15,9 @@ from sidecar.config.settings import Settings
 from sidecar.db.pool import SessionLimits
 from sidecar.runtime.services import resolve_database
 
-Purpose = Literal["api", "worker", "backfill", "command", "index", "import", "migrate"]
+# "metrics": the API's scrape-time reads of the database, on a connection outside its pool.
+Purpose = Literal["api", "metrics", "worker", "backfill", "command", "index", "import",
+                  "migrate"]
 # How long an index build may wait for a lock. CREATE INDEX CONCURRENTLY waits for every
 # transaction older than it to end (it blocks none of them meanwhile); past this it gives up,
 # leaving an invalid index that the next build drops and builds again.
@@ -28,7 +30,7 @@ def session_limits(settings: Settings, purpose: Purpose) -> SessionLimits:
     """The name and time limits of a ``purpose``'s connections."""
     name = f"sidecar-{purpose}"
     idle = settings.db_idle_in_transaction_s
-    if purpose == "api":
+    if purpose in ("api", "metrics"):
         return SessionLimits(name, settings.db_api_timeout_s, settings.db_api_lock_timeout_s,
                              idle)
     if purpose in ("index", "import"):

@@ -27,7 +27,8 @@ def test_the_bearer_scheme_is_case_insensitive(client: Any) -> None:
         assert resp.status_code == 200, scheme
 
 
-def test_health_ready_and_metrics_are_open(client: Any, auth: dict[str, str]) -> None:
+def test_health_and_ready_are_open_and_metrics_need_the_key(client: Any,
+                                                            auth: dict[str, str]) -> None:
     health = client.get("/v1/health")
     assert health.status_code == 200 and health.json == {"status": "ok"}
     body = client.get("/v1/health", headers=auth).json
@@ -37,7 +38,10 @@ def test_health_ready_and_metrics_are_open(client: Any, auth: dict[str, str]) ->
     assert body["pgvector"] >= "0.7"
     ready = client.get("/v1/ready")
     assert ready.status_code == 200 and ready.json["checks"] == {"database": True, "redis": True}
-    assert client.get("/metrics").status_code == 200
+    # /metrics names the models, the backfill's state and the database's connections, which
+    # /v1/health says only to the key: Prometheus scrapes it with the key.
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers=auth).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -104,7 +108,7 @@ def test_openapi_describes_search(client: Any, auth: dict[str, str]) -> None:
 
 def test_metrics_count_requests_and_stage_latency(client: Any, auth: dict[str, str]) -> None:
     client.post(SEARCH, json={"query": "ZFS scrub"}, headers=auth)
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=auth).get_data(as_text=True)
     assert 'sidecar_http_requests_total{route="/v1/search",status="200"}' in text
     assert 'sidecar_stage_seconds_count{status="done",step="semantic"}' in text
 

@@ -89,7 +89,8 @@ def _served(text: str) -> float:
 @pytest.mark.timeout(300)
 def test_metrics_add_up_every_worker(gunicorn: dict[str, Any]) -> None:
     base = gunicorn["base"]
-    baseline = _served(httpx.get(f"{base}/metrics", timeout=5).text)
+    key = {"Authorization": f"Bearer {API_KEY}"}
+    baseline = _served(httpx.get(f"{base}/metrics", headers=key, timeout=5).text)
 
     def probe(_: int) -> int:
         # A new connection each time, several at once.
@@ -110,7 +111,8 @@ def test_metrics_add_up_every_worker(gunicorn: dict[str, Any]) -> None:
                 break
             assert time.monotonic() < deadline, (sent, writers())
     assert "999999.db" not in writers()  # the stale file was cleared at start
-    scrapes = [_served(httpx.get(f"{base}/metrics", timeout=5).text) for _ in range(10)]
+    scrapes = [_served(httpx.get(f"{base}/metrics", headers=key, timeout=5).text)
+               for _ in range(10)]
     # Every scrape, whichever worker answers it, counts the probes of both workers.
     assert all(s - baseline >= sent for s in scrapes), (baseline, sent, scrapes)
     log = gunicorn["log"].read_text()

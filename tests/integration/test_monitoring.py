@@ -13,7 +13,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from sidecar.api.metrics import Metrics
-from sidecar.api.metrics_state import StateCollector
+from sidecar.api.metrics_state import StateCollector, read_database_state
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "sidecar-alerts.yml"
@@ -82,8 +82,9 @@ def test_a_misspelled_metric_would_be_caught() -> None:
     assert "sidecar_http_requests" not in exported()  # a counter is exposed as _total
 
 
-def test_the_scrape_reads_the_state_of_the_database_and_the_node(client: Any) -> None:
-    text = client.get("/metrics").get_data(as_text=True)
+def test_the_scrape_reads_the_state_of_the_database_and_the_node(client: Any,
+                                                                   auth: dict[str, str]) -> None:
+    text = client.get("/metrics", headers=auth).get_data(as_text=True)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}
     assert samples[("sidecar_state_up", ())] == 1.0
@@ -94,3 +95,42 @@ def test_the_scrape_reads_the_state_of_the_database_and_the_node(client: Any) ->
         == 0.0
     assert samples[("sidecar_db_max_connections", ())] >= samples[("sidecar_db_connections", ())]
     assert samples[("sidecar_db_connections", ())] >= 1.0
+
+
+def test_the_scrape_needs_the_key_and_never_queries_on_the_api_pool(
+    demo_state: Any, auth: dict[str, str]
+) -> None:
+    """Fault (issue 37): /metrics was open, and read the database on the API's pool at every
+    scrape. Here the API's pool is never opened: the scrape still reads the database (on a
+    connection of its own), and only once per SIDECAR_METRICS_STATE_TTL_S."""
+    import dataclasses
+
+    from sidecar.api.app import create_app
+    from sidecar.db import Database
+
+    shut = Database(demo_state.urls.database_url)  # a pool never opened: any use fails
+    res = dataclasses.replace(demo_state, db=shut)
+    http = create_app(res.settings, res).test_client()
+    assert http.get("/metrics").status_code == 401
+    assert http.get("/metrics", headers={"Authorization": "Bearer wrong-key"}).status_code == 401
+    text = http.get("/metrics", headers=auth).get_data(as_text=True)
+    samples = {s.name: s.value for family in text_string_to_metric_families(text)
+               for s in family.samples if not s.labels}
+    assert samples["sidecar_state_up"] == 1.0
+    assert samples["sidecar_db_max_connections"] > 0
+
+    reads: list[float] = []
+    now = [1000.0]
+
+    def read(r: Any) -> Any:
+        reads.append(now[0])
+        return read_database_state(r)
+
+    collector = StateCollector(lambda: res, ttl_s=30.0, read=read, clock=lambda: now[0])
+    for _ in range(5):  # Prometheus every few seconds, or someone scraping in a loop
+        list(collector.collect())
+        now[0] += 5.0
+    assert reads == [1000.0]
+    now[0] += 10.0
+    list(collector.collect())
+    assert reads == [1000.0, 1035.0]

@@ -95,7 +95,7 @@ def test_no_model_is_called_and_the_second_call_is_a_cache_hit(
     assert second["results"] == first["results"]
     # Another page size or filter reads the same entry.
     assert related(client, auth, topic, limit=2).json["results"] == first["results"][:2]
-    metrics = client.get("/metrics").get_data(as_text=True)
+    metrics = client.get("/metrics", headers=auth).get_data(as_text=True)
     assert 'sidecar_cache_total{cache="related",result="hit"}' in metrics
 
 

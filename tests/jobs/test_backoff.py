@@ -13,6 +13,7 @@ from jobs.backoff import DatabaseBusy
 from jobs.batch import run_sync
 from models import DummyEmbedder
 from sidecar.db.backfill_runs import RunStatus
+from tests.conftest import API_KEY
 from tests.jobs.conftest import run_record, start_state
 
 # Any connection at all is "too many": the limit every test database passes.
@@ -34,8 +35,8 @@ def test_a_busy_database_holds_the_run_and_says_why(tmp_path: Path, db_url: str,
         # What Prometheus reads from the API meanwhile.
         from sidecar.api.app import create_app
 
-        metrics = create_app(res.settings, res).test_client().get("/metrics").get_data(
-            as_text=True)
+        metrics = create_app(res.settings, res).test_client().get(
+            "/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).get_data(as_text=True)
         assert f'sidecar_backfill_waiting_seconds{{model="{res.model.name}",strategy="1"}}' \
             in metrics
         assert f'sidecar_backfill_run_state{{model="{res.model.name}",state="planning",' \

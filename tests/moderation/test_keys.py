@@ -26,6 +26,7 @@ from sidecar.moderation.auth import SESSION_COOKIE
 from sidecar.moderation.throttle import MAX_FAILURES, client_bucket
 from tests.conftest import API_KEY
 from tests.moderation.conftest import MODERATOR_KEY
+from tests.moderation.test_moderation_pages import login
 
 CLIENT = "203.0.113.9"
 
@@ -149,8 +150,7 @@ def test_the_moderator_key_is_not_the_api_key() -> None:
 
 
 def _login(client: Any, **headers: str) -> Any:
-    return client.post("/moderation/login", data={"key": MODERATOR_KEY, "next": ""},
-                       headers=headers)
+    return login(client, headers=headers)
 
 
 def _secure(response: Any) -> bool:

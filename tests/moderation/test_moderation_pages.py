@@ -15,8 +15,18 @@ from tests.moderation.conftest import BI, MODERATOR_KEY, add_retrieval
 XSS = '<script>alert("x")</script>"><img src=x onerror=alert(1)><svg onload=alert(2)>'
 
 
-def login(client: Any, key: str = MODERATOR_KEY, name: str = "alice", next_: str = "") -> Any:
-    return client.post("/moderation/login", data={"key": key, "name": name, "next": next_})
+def login(client: Any, key: str = MODERATOR_KEY, name: str = "alice", next_: str = "",
+          headers: dict[str, str] | None = None) -> Any:
+    """The login form read (its CSRF token and cookie), then posted, as a browser does."""
+    form = client.get("/moderation/login", headers=headers or {})
+    return client.post("/moderation/login", headers=headers or {},
+                       data={"key": key, "name": name, "next": next_,
+                             "csrf": login_csrf_of(form.get_data(as_text=True))})
+
+
+def login_csrf_of(html: str) -> str:
+    """The login form's own token (a logged-in page also has the logout form's)."""
+    return csrf_of(html[html.index('action="/moderation/login"'):])
 
 
 def csrf_of(html: str) -> str:

@@ -13,15 +13,24 @@ the session on the server; a new moderator key ends them all.
 from __future__ import annotations
 
 import dataclasses
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 import redis
 from pydantic import SecretStr
 
-from sidecar.moderation.auth import GLOBAL_MAX_FAILURES, MAX_FAILURES, SESSION_COOKIE
+from sidecar.moderation.auth import (
+    GLOBAL_MAX_FAILURES,
+    LOGIN_COOKIE,
+    MAX_FAILURES,
+    SESSION_COOKIE,
+    Attempt,
+    ModeratorAuth,
+)
 from tests.moderation.conftest import MODERATOR_KEY
-from tests.moderation.test_moderation_pages import csrf_of
+from tests.moderation.test_moderation_pages import csrf_of, login, login_csrf_of
 
 ATTACKER = "203.0.113.5"
 MODERATOR = "198.51.100.7"
@@ -38,8 +47,7 @@ def _app(mod_state: Any, redis_client: Any = None, **settings: Any) -> Any:
 
 def _login(client: Any, client_ip: str | None, key: str = MODERATOR_KEY) -> Any:
     headers = {"X-Forwarded-For": client_ip} if client_ip else {}
-    return client.post("/moderation/login", data={"key": key, "name": "alice", "next": ""},
-                       headers=headers)
+    return login(client, key=key, headers=headers)
 
 
 def test_a_client_past_its_limit_is_refused_before_its_key_is_compared(mod_state: Any) -> None:
@@ -182,3 +190,106 @@ def test_the_client_address_is_the_one_logged(mod_state: Any, hops: int,
         _login(http, ATTACKER, key="wrong")
     logged = " ".join(r.getMessage() for r in caplog.records)
     assert (ATTACKER in logged) is (hops == 1)
+
+
+def test_requests_without_a_key_never_count_as_guesses(mod_state: Any) -> None:
+    """Fault (issue 37): a moderator API request with no key, or a login with an empty key,
+    counted as a wrong guess: ten image tags on any page a moderator visits locked their
+    address out for 15 minutes."""
+    proxied = _app(mod_state, proxy_hops=1).test_client()
+    from_moderator = {"X-Forwarded-For": MODERATOR}
+    codes = [(proxied.get("/v1/moderation/retrievals", headers=from_moderator).status_code,
+              _login(proxied, MODERATOR, key="").status_code) for _ in range(3 * MAX_FAILURES)]
+    assert codes == [(401, 401)] * (3 * MAX_FAILURES)  # never 429: nothing was counted
+    assert "enter the moderator key" in _login(proxied, MODERATOR, key="").get_data(
+        as_text=True)
+    assert _login(proxied, MODERATOR).status_code == 303
+    bearer = {**from_moderator, "Authorization": f"Bearer {MODERATOR_KEY}"}
+    assert proxied.get("/v1/moderation/retrievals", headers=bearer).status_code == 200
+
+
+def test_the_login_form_has_a_csrf_token_and_a_forged_form_is_no_guess(mod_state: Any) -> None:
+    """A login form posted from another site (no token, no SameSite=Strict cookie) is refused
+    before its key is read: neither a way in nor a way to lock the moderator out."""
+    proxied = _app(mod_state, proxy_hops=1).test_client()
+    headers = {"X-Forwarded-For": MODERATOR}
+    form = proxied.get("/moderation/login", headers=headers)
+    token = login_csrf_of(form.get_data(as_text=True))
+    cookie = next(c for c in form.headers.getlist("Set-Cookie")
+                  if c.startswith(f"{LOGIN_COOKIE}={token};"))
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/moderation" in cookie
+    elsewhere = _app(mod_state, proxy_hops=1).test_client()  # another site: no cookie
+    for i in range(2 * MAX_FAILURES):
+        forged = elsewhere.post("/moderation/login", headers=headers,
+                                data={"key": f"guess{i}", "csrf": token, "next": ""})
+        assert forged.status_code == 403, forged.status_code
+    right = elsewhere.post("/moderation/login", headers=headers,
+                           data={"key": MODERATOR_KEY, "next": ""})
+    assert right.status_code == 403  # not even the right key, without the form's token
+    assert not any(c.startswith(f"{SESSION_COOKIE}=") for c in right.headers.getlist(
+        "Set-Cookie"))
+    assert _login(proxied, MODERATOR).status_code == 303  # no guess was counted
+
+
+class _CountingAuth(ModeratorAuth):
+    """The real ModeratorAuth, noting each key comparison and the client's count at that time."""
+
+    def __init__(self, *args: Any, seen: list[int], counter: str) -> None:
+        super().__init__(*args)
+        self.seen = seen
+        self.counter = counter
+        self.lock = threading.Lock()
+
+    def check_key(self, candidate: str) -> bool:
+        count = int(self._redis.get(self.counter) or 0)
+        with self.lock:
+            self.seen.append(count)
+        return super().check_key(candidate)
+
+
+def test_parallel_wrong_keys_get_no_more_comparisons_than_the_limit(mod_state: Any) -> None:
+    """Fault (issue 37): the check, the comparison and the count were separate steps, so 50
+    wrong keys sent at once from one client were all compared (a right guess among them got
+    in). Each attempt is counted first, atomically."""
+    prefix = f"{mod_state.settings.queue_prefix}-race"
+    seen: list[int] = []
+    counter = f"{prefix}:throttle:moderator:failures:{ATTACKER}"
+    auth = _CountingAuth(SecretStr(MODERATOR_KEY), mod_state.redis, prefix, seen=seen,
+                         counter=counter)
+    start = threading.Barrier(50)
+
+    def guess(i: int) -> Attempt:
+        start.wait()
+        return auth.attempt(ATTACKER, f"guess-{i}")
+
+    try:
+        with ThreadPoolExecutor(50) as pool:
+            outcomes = list(pool.map(guess, range(50)))
+        assert len(seen) <= MAX_FAILURES, len(seen)
+        assert outcomes.count(Attempt.WRONG) == len(seen)
+        assert outcomes.count(Attempt.THROTTLED) == 50 - len(seen)
+        assert all(count >= 1 for count in seen), seen  # counted before it was compared
+        assert auth.attempt(ATTACKER, MODERATOR_KEY) is Attempt.THROTTLED  # a right key too
+        assert auth.attempt(MODERATOR, MODERATOR_KEY) is Attempt.ADMITTED
+        # A right key's attempt is taken back: it never counts towards a lock.
+        for _ in range(2 * MAX_FAILURES):
+            assert auth.attempt(MODERATOR, MODERATOR_KEY) is Attempt.ADMITTED
+    finally:
+        for key in mod_state.redis.scan_iter(f"{prefix}:*"):
+            mod_state.redis.delete(key)
+
+
+def test_parallel_wrong_api_keys_get_no_more_answers_than_the_limit(mod_state: Any) -> None:
+    app = _app(mod_state, proxy_hops=1)
+    start = threading.Barrier(50)
+
+    def guess(i: int) -> int:
+        http = app.test_client()
+        start.wait()
+        return int(http.get("/v1/topics/9/related", headers={
+            "X-Forwarded-For": ATTACKER, "Authorization": f"Bearer wrong-{i}"}).status_code)
+
+    with ThreadPoolExecutor(50) as pool:
+        codes = list(pool.map(guess, range(50)))
+    assert codes.count(401) <= MAX_FAILURES and codes.count(429) >= 50 - MAX_FAILURES, codes
+    assert sorted(set(codes)) <= [401, 429]
