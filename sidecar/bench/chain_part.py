@@ -29,8 +29,8 @@ from sidecar.core.types import FusedPost, TopicHit
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, register_model
 from sidecar.db.forum_read import public_posts
-from sidecar.db.forum_write import SOLVED_TABLE_DDL
 from sidecar.db.migrate import upgrade
+from sidecar.db.solved import TABLES_DDL
 from sidecar.runtime.services import embedded_postgres_url
 from sidecar.search.chain import RerankChain
 
@@ -79,15 +79,21 @@ def _forum(conn: Any, topics: int) -> None:
                now() - make_interval(days => (t * k) %% 1500), now(), now(), (t * k * 13) %% 40
         FROM generate_series(1, %(n)s) AS t, generate_series(1, %(per)s) AS k
         """, {"n": topics, "per": POSTS_PER_TOPIC})
-    conn.execute(SOLVED_TABLE_DDL)
+    conn.execute(TABLES_DDL)  # discourse-solved's current tables: one row per accepted answer
     conn.execute(
         """
-        INSERT INTO discourse_solved_solved_topics (topic_id, answer_post_id, accepter_user_id,
-                                                    created_at, updated_at)
-        SELECT t, (t - 1) * %(per)s + 2, -1, now(), now()
-        FROM generate_series(1, %(n)s) AS t WHERE t %% 3 = 0
-        """, {"n": topics, "per": POSTS_PER_TOPIC})
-    for table in ("categories", "topics", "posts", "discourse_solved_solved_topics"):
+        INSERT INTO discourse_solved_solved_topics (topic_id, created_at, updated_at)
+        SELECT t, now(), now() FROM generate_series(1, %(n)s) AS t WHERE t %% 3 = 0
+        """, {"n": topics})
+    conn.execute(
+        """
+        INSERT INTO discourse_solved_topic_answers (solved_topic_id, answer_post_id,
+                                                    accepter_user_id, created_at, updated_at)
+        SELECT s.id, (s.topic_id - 1) * %(per)s + 2, -1, now(), now()
+        FROM discourse_solved_solved_topics s
+        """, {"per": POSTS_PER_TOPIC})
+    for table in ("categories", "topics", "posts", "discourse_solved_solved_topics",
+                  "discourse_solved_topic_answers"):
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
 
 

@@ -70,7 +70,7 @@ class TopicFeatures:
     """
 
     topic_id: int
-    accepted_answer_post_id: int | None = None
+    accepted_answer_post_id: int | None = None  # the newest accepted answer
     topic_like_count: int = 0
     post_like_count: int = 0  # likes of the topic's best post (the one the result links to)
     created_at: datetime | None = None
@@ -79,6 +79,13 @@ class TopicFeatures:
     search_priority: int = SearchPriority.NORMAL
     closed: bool = False
     archived: bool = False
+    # Every accepted answer, newest first (discourse-solved accepts several since 2026-04);
+    # empty: only ``accepted_answer_post_id`` is known.
+    accepted_answer_post_ids: tuple[int, ...] = ()
+
+    def is_accepted(self, post_id: int) -> bool:
+        """Whether ``post_id`` is one of the topic's accepted answers."""
+        return post_id == self.accepted_answer_post_id or post_id in self.accepted_answer_post_ids
 
 
 Vector = npt.NDArray[np.floating[Any]]
@@ -181,7 +188,7 @@ def _utc(value: datetime) -> datetime:
 
 
 # The metadata signals, each in [-1, 1] (0 = neutral), in the columns of signal_matrix:
-# accepted: 1 when the linked post is the accepted answer, 0.5 when another post is;
+# accepted: 1 when the linked post is an accepted answer, 0.5 when another post is;
 # likes: log-damped, 1 at ``boost_likes_saturation`` (the linked post's likes fully, the topic's
 #   other likes half); recency: 0.5 ** (age / half-life) of the linked post (else of the topic's
 #   last post, else of the topic); category: PRIORITY_SIGNAL of the category's search priority;
@@ -207,8 +214,8 @@ def signal_matrix(
     for i, (f, best) in enumerate(zip(features, best_post_ids, strict=True)):
         if f is None:
             continue
-        if f.accepted_answer_post_id is not None:
-            accepted[i] = 1.0 if f.accepted_answer_post_id == best else 0.5
+        if f.accepted_answer_post_id is not None or f.accepted_answer_post_ids:
+            accepted[i] = 1.0 if f.is_accepted(best) else 0.5
         post = max(0, f.post_like_count)
         likes[i] = post + 0.5 * max(0, f.topic_like_count - post)
         when = f.post_created_at or f.last_posted_at or f.created_at

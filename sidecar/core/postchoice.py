@@ -7,17 +7,18 @@ features read from the forum (``sidecar/db/post_features.py``):
 
 * ``similarity``: the post's stored vector against the question (cosine);
 * ``keyword``: its BM25 relative to the keyword leg's best post (0 when the leg missed it);
-* ``accepted``: the topic's accepted answer (Discourse Solved);
+* ``accepted``: one of the topic's accepted answers (Discourse Solved; several since 2026-04);
 * ``opening``: the opening post (the question itself);
 * ``by_asker``: a reply by the topic's author (a follow-up, a "thanks, it works");
 * ``likes``: log(1 + likes); ``staff``: written by an admin or a moderator;
 * ``replied``: log(1 + replies it received).
 
-The fixed rule (:data:`ANSWER_RULE`) needs no label: the accepted answer when there is one, else
-the reply by someone other than the asker most similar to the question (keywords break near
-ties, as in the fusion), else a reply by the asker, else the opening post. Its weights make those
-steps strict (a cosine moves by at most 2). ``sidecar tune-links`` may replace it with weights
-learned from the forum's own labels (docs/search.md, "The linked post").
+The fixed rule (:data:`ANSWER_RULE`) needs no label: the accepted answer when there is one (of
+several, the one most similar to the question), else the reply by someone other than the asker
+most similar to the question (keywords break near ties, as in the fusion), else a reply by the
+asker, else the opening post. Its weights make those steps strict (a cosine moves by at most
+2). ``sidecar tune-links`` may replace it with weights learned from the forum's own labels
+(docs/search.md, "The linked post").
 """
 
 from __future__ import annotations

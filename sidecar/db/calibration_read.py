@@ -9,6 +9,8 @@ from psycopg import sql
 
 from sidecar.core.text import html_to_text
 from sidecar.core.zone_guard import MemberQuestion
+from sidecar.db import solved
+from sidecar.db.chain_read import detect_schema
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, post_is_public
 
@@ -45,34 +47,35 @@ def opening_posts(conn: DictConn, n: int, seed: int) -> list[OpeningPost]:
             for r in rows]
 
 
-def accepted_answers(conn: DictConn, n: int) -> list[tuple[OpeningPost, int]]:
-    """Up to ``n`` public topics whose accepted answer (Discourse Solved) is a public reply,
-    newest first: the topic's question and the accepted post's id (none on a forum without
-    discourse-solved)."""
-    found = conn.execute(
-        "SELECT CASE WHEN to_regclass('discourse_solved_solved_topics') IS NULL THEN false"
-        " ELSE has_column_privilege('discourse_solved_solved_topics', 'answer_post_id',"
-        " 'SELECT') END AS t").fetchone()
-    if found is None or not found["t"]:
+def accepted_answers(conn: DictConn, n: int) -> list[tuple[OpeningPost, tuple[int, ...]]]:
+    """Up to ``n`` public topics with an accepted answer (Discourse Solved) that is a public
+    reply, newest topics first: the topic's question and its accepted answers' post ids (newest
+    first; several where discourse-solved keeps them in its answers table). None on a forum
+    without discourse-solved: where it keeps them is read from the catalogue
+    (:mod:`sidecar.db.solved`), never by naming a column that may be gone."""
+    schema = detect_schema(conn)
+    if schema.solved_storage is None:
         return []
     rows = conn.execute(
         sql.SQL(
             """
-            SELECT p.topic_id, t.title, p.cooked, s.answer_post_id
-            FROM discourse_solved_solved_topics s
-            JOIN posts p ON p.topic_id = s.topic_id AND p.post_number = 1 {joins}
-            WHERE {public} AND EXISTS (
-                SELECT 1 FROM posts a WHERE a.id = s.answer_post_id AND a.topic_id = s.topic_id
-                AND a.post_number > 1 AND {answer_public})
-            ORDER BY s.topic_id DESC LIMIT %(n)s
+            SELECT * FROM (
+                SELECT p.topic_id, t.title, p.cooked, {answers} AS answers
+                FROM ({solved_topics}) x
+                JOIN posts p ON p.topic_id = x.topic_id AND p.post_number = 1 {joins}
+                WHERE {public}
+            ) found
+            WHERE cardinality(answers) > 0
+            ORDER BY topic_id DESC LIMIT %(n)s
             """
-        ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
-                 answer_public=sql.SQL(post_is_public("a"))),
+        ).format(answers=solved.accepted_ids_sql(schema, replies_only=True),
+                 solved_topics=solved.solved_topics_sql(schema), joins=sql.SQL(PUBLIC_JOINS),
+                 public=sql.SQL(PUBLIC_WHERE)),
         {"n": n},
     ).fetchall()
     return [(OpeningPost(topic_id=int(r["topic_id"]), title=str(r["title"]),
                          text=html_to_text(r["cooked"] or "", drop_quotes=True)),
-             int(r["answer_post_id"])) for r in rows]
+             tuple(int(a) for a in r["answers"])) for r in rows]
 
 
 def asked_questions(conn: DictConn, n: int, days: int) -> list[MemberQuestion]:

@@ -1,9 +1,10 @@
 """Reads for the rerank chain: topic features and best-post vectors, one query each.
 
 The forum database may be a real Discourse the sidecar does not own, where plugin tables and
-even some columns may be absent: accepted answers live in ``discourse_solved_solved_topics``
-(discourse-solved since 2025) or in ``topic_custom_fields`` (name ``accepted_answer_post_id``,
-older discourse-solved), or nowhere. What exists is detected once per process (and again after
+even some columns may be absent: accepted answers live in ``discourse_solved_topic_answers``
+(discourse-solved since 2026-04, several per topic), ``discourse_solved_solved_topics`` (2025),
+``topic_custom_fields`` (older), or nowhere (:mod:`sidecar.db.solved`). What exists is detected
+once per process (and again after
 :data:`SCHEMA_TTL_S`, so a plugin installed later is seen without a restart); a missing source
 reads as neutral (no accepted answer, no likes, normal priority). Only public posts are read:
 a candidate whose best post is no longer public gets no features, and an accepted answer that
@@ -22,21 +23,17 @@ import numpy as np
 from psycopg import sql
 
 from sidecar.core.chain import TopicFeatures
+from sidecar.db import solved
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 
 SCHEMA_TTL_S = 300.0
-SOLVED_TABLE = "discourse_solved_solved_topics"
-CUSTOM_FIELDS_TABLE = "topic_custom_fields"
-ACCEPTED_FIELD = "accepted_answer_post_id"
 
 # (table, column) pairs whose absence makes a feature neutral.
 _OPTIONAL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("posts", "like_count"), ("topics", "like_count"), ("topics", "last_posted_at"),
     ("topics", "closed"), ("topics", "archived"), ("categories", "search_priority"),
-    (SOLVED_TABLE, "id"), (SOLVED_TABLE, "topic_id"), (SOLVED_TABLE, "answer_post_id"),
-    (CUSTOM_FIELDS_TABLE, "id"), (CUSTOM_FIELDS_TABLE, "topic_id"),
-    (CUSTOM_FIELDS_TABLE, "name"), (CUSTOM_FIELDS_TABLE, "value"),
+    *solved.COLUMNS,
     ("posts", "reply_count"), ("users", "id"), ("users", "admin"), ("users", "moderator"),
 )
 
@@ -52,18 +49,23 @@ class ForumSchema:
         return (table, column) in self.columns
 
     @property
+    def solved_storage(self) -> solved.Storage | None:
+        """Where this forum keeps accepted answers (the newest storage it has)."""
+        return solved.storage_of(self)
+
+    @property
     def solved_table(self) -> bool:
-        """discourse-solved's own table (topic_id, answer_post_id)."""
-        return self.has(SOLVED_TABLE, "topic_id") and self.has(SOLVED_TABLE, "answer_post_id")
+        """discourse-solved's own tables (the 2026 answers table, or the 2025 column)."""
+        return self.solved_storage in ("answers", "column")
 
     @property
     def solved_custom_fields(self) -> bool:
-        """The older discourse-solved storage: topic_custom_fields rows."""
-        return all(self.has(CUSTOM_FIELDS_TABLE, c) for c in ("topic_id", "name", "value"))
+        """Only the oldest discourse-solved storage: topic_custom_fields rows."""
+        return self.solved_storage == "custom_fields"
 
     def sources(self) -> dict[str, bool]:
         """For the trace and health: which features this forum can give."""
-        return {"accepted_answer": self.solved_table or self.solved_custom_fields,
+        return {"accepted_answer": self.solved_storage is not None,
                 "post_likes": self.has("posts", "like_count"),
                 "topic_likes": self.has("topics", "like_count"),
                 "search_priority": self.has("categories", "search_priority")}
@@ -88,43 +90,15 @@ def detect_schema(conn: DictConn) -> ForumSchema:
     return ForumSchema(frozenset(c for c in _OPTIONAL_COLUMNS if c in present))
 
 
+def accepted_ids_sql(schema: ForumSchema) -> sql.Composable:
+    """The topic's accepted answers that are public posts of it, newest first (an ``int[]``,
+    empty without any): several where discourse-solved keeps them in its answers table."""
+    return solved.accepted_ids_sql(schema)
+
+
 def accepted_sql(schema: ForumSchema) -> sql.Composable:
-    """The topic's accepted answer when it is a public post of the topic, else NULL.
-
-    discourse-solved's table wins over the older custom field; the latest row of each wins.
-    """
-    sources: list[sql.Composable] = []
-    if schema.solved_table:
-        sources.append(sql.SQL(
-            "SELECT s.answer_post_id AS answer, 0 AS source, {row_id} AS row_id FROM {table} s"
-            " WHERE s.topic_id = x.topic_id"
-        ).format(table=sql.Identifier(SOLVED_TABLE), row_id=_row_id(schema, SOLVED_TABLE, "s")))
-    if schema.solved_custom_fields:
-        # Custom field values are text: only a plain integer is taken as a post id.
-        sources.append(sql.SQL(
-            "SELECT CASE WHEN f.value ~ '^[0-9]{{1,9}}$' THEN f.value::int END AS answer,"
-            " 1 AS source, {row_id} AS row_id FROM {table} f"
-            " WHERE f.topic_id = x.topic_id AND f.name = {field}"
-        ).format(table=sql.Identifier(CUSTOM_FIELDS_TABLE), field=sql.Literal(ACCEPTED_FIELD),
-                 row_id=_row_id(schema, CUSTOM_FIELDS_TABLE, "f")))
-    if not sources:
-        return sql.SQL("NULL::int")
-    return sql.SQL(
-        """
-        (SELECT a.answer FROM ({union}) a
-         WHERE a.answer IS NOT NULL AND EXISTS (
-             SELECT 1 FROM posts p {joins}
-             WHERE p.id = a.answer AND p.topic_id = x.topic_id AND {public})
-         ORDER BY a.source, a.row_id DESC LIMIT 1)
-        """
-    ).format(union=sql.SQL(" UNION ALL ").join(sources), joins=sql.SQL(PUBLIC_JOINS),
-             public=sql.SQL(PUBLIC_WHERE))
-
-
-def _row_id(schema: ForumSchema, table: str, alias: str) -> sql.Composable:
-    if schema.has(table, "id"):
-        return sql.SQL("{}.id").format(sql.Identifier(alias))
-    return sql.SQL("0")
+    """The topic's newest accepted answer when it is a public post of the topic, else NULL."""
+    return sql.SQL("({})[1]").format(solved.accepted_ids_sql(schema))
 
 
 def optional_column(schema: ForumSchema, alias: str, table: str, column: str,
@@ -147,7 +121,7 @@ def features_query(schema: ForumSchema) -> sql.Composed:
         SELECT x.topic_id, f.*
         FROM unnest(%(topics)s::int[], %(posts)s::int[]) AS x(topic_id, post_id)
         CROSS JOIN LATERAL (
-            SELECT {accepted} AS accepted_answer_post_id,
+            SELECT {accepted} AS accepted_answer_post_ids,
                    coalesce({topic_likes}, 0) AS topic_like_count,
                    coalesce({post_likes}, 0) AS post_like_count,
                    t.created_at, {last_posted_at} AS last_posted_at,
@@ -160,7 +134,7 @@ def features_query(schema: ForumSchema) -> sql.Composed:
         ) f
         """
     ).format(
-        accepted=accepted_sql(schema),
+        accepted=accepted_ids_sql(schema),
         topic_likes=optional_column(schema, "t", "topics", "like_count", "NULL::int"),
         post_likes=optional_column(schema, "p", "posts", "like_count", "NULL::int"),
         last_posted_at=optional_column(schema, "t", "topics", "last_posted_at",
@@ -205,8 +179,10 @@ class FeatureReader:
 
 
 def _features(r: dict[str, Any]) -> TopicFeatures:
+    accepted = tuple(int(a) for a in r["accepted_answer_post_ids"] or ())
     return TopicFeatures(
-        topic_id=r["topic_id"], accepted_answer_post_id=r["accepted_answer_post_id"],
+        topic_id=r["topic_id"], accepted_answer_post_id=accepted[0] if accepted else None,
+        accepted_answer_post_ids=accepted,
         topic_like_count=int(r["topic_like_count"]), post_like_count=int(r["post_like_count"]),
         created_at=r["created_at"], last_posted_at=r["last_posted_at"],
         post_created_at=r["post_created_at"], search_priority=int(r["search_priority"]),

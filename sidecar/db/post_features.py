@@ -2,8 +2,10 @@
 
 One query for all topics: per topic (a LATERAL subquery on ``posts.topic_id``), its public
 posts most similar to the question (at most ``per_topic``; the opening post and the accepted
-answer always come), with the similarity of their stored vector, likes, replies, whether the
-topic's author or staff wrote them, and the topic's accepted answer. Optional columns and
+answers always come), with the similarity of their stored vector, likes, replies, whether the
+topic's author or staff wrote them, and whether each is one of the topic's accepted answers
+(discourse-solved accepts several since 2026-04: each is flagged, the rule then prefers the
+accepted one that best answers the question). Optional columns and
 plugin tables are detected as the rerank chain detects them (:class:`FeatureReader`): a forum
 without them reads as neutral.
 """
@@ -17,7 +19,7 @@ import numpy as np
 from pgvector import HalfVector
 from psycopg import sql
 
-from sidecar.db.chain_read import FeatureReader, ForumSchema, accepted_sql, optional_column
+from sidecar.db.chain_read import FeatureReader, ForumSchema, accepted_ids_sql, optional_column
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
 
@@ -54,12 +56,12 @@ def posts_query(schema: ForumSchema, dimensions: int, with_vector: bool) -> sql.
         """
         SELECT x.topic_id, f.*
         FROM unnest(%(topics)s::int[]) AS x(topic_id)
-        CROSS JOIN LATERAL (SELECT {accepted} AS answer,
+        CROSS JOIN LATERAL (SELECT {accepted} AS answers,
                                    (SELECT o.user_id FROM posts o WHERE o.topic_id = x.topic_id
                                     AND o.post_number = 1 LIMIT 1) AS asker) a
         CROSS JOIN LATERAL (
             SELECT p.id AS post_id, p.post_number, {similarity} AS similarity,
-                   p.id = a.answer AS accepted,
+                   p.id = ANY (a.answers) AS accepted,
                    p.post_number > 1 AND p.user_id IS NOT DISTINCT FROM a.asker AS by_asker,
                    coalesce({likes}, 0) AS likes, coalesce({replies}, 0) AS replies,
                    {staff} AS staff
@@ -67,12 +69,13 @@ def posts_query(schema: ForumSchema, dimensions: int, with_vector: bool) -> sql.
             LEFT JOIN ai_posts_embeddings e ON e.post_id = p.id AND e.model_id = %(mid)s
                  AND e.strategy_id = %(sid)s
             WHERE p.topic_id = x.topic_id AND {public}
-            ORDER BY p.id = a.answer DESC, p.post_number = 1 DESC, similarity DESC NULLS LAST,
+            ORDER BY p.id = ANY (a.answers) DESC, p.post_number = 1 DESC,
+                     similarity DESC NULLS LAST,
                      p.post_number
             LIMIT %(per_topic)s
         ) f
         """
-    ).format(accepted=accepted_sql(schema), similarity=similarity,
+    ).format(accepted=accepted_ids_sql(schema), similarity=similarity,
              likes=optional_column(schema, "p", "posts", "like_count", "NULL::int"),
              replies=optional_column(schema, "p", "posts", "reply_count", "NULL::int"),
              staff=_staff_sql(schema), joins=sql.SQL(PUBLIC_JOINS),

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import cast
 
 from psycopg import sql
 
 from sidecar.core.evidence import plain_text
-from sidecar.db.chain_read import FeatureReader, accepted_sql
+from sidecar.db.chain_read import FeatureReader, accepted_ids_sql
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE, post_is_public
 
@@ -36,7 +37,9 @@ class Thread:
     title: str
     opening: ThreadPost
     replies: tuple[ThreadPost, ...]
-    accepted: int | None  # the accepted answer's post id (discourse-solved), when public
+    accepted: int | None  # the newest accepted answer's post id (discourse-solved), when public
+    # Every public accepted answer, newest first (several since discourse-solved 2026-04).
+    accepted_all: tuple[int, ...] = ()
 
 
 # A thread: a public opening post (``p``) with at least one public reply.
@@ -81,7 +84,7 @@ def training_threads(conn: DictConn, *, limit: int, seed: str,
             ORDER BY x.topic_id, q.post_number
             """
         ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE), thread=_THREAD,
-                 accepted=accepted_sql(schema)),
+                 accepted=accepted_ids_sql(schema)),
         {"exclude": sorted(exclude), "seed": seed, "limit": limit,
          "only": None if only is None else sorted(only),
          "per_topic": max_replies + 1},
@@ -101,10 +104,10 @@ def _threads(rows: list[dict[str, object]]) -> list[Thread]:
                             text=plain_text(str(p["cooked"] or ""))) for p in posts]
         if items[0].post_number != 1 or len(items) < 2:
             continue
-        accepted = first["accepted"]
+        accepted = tuple(int(a) for a in cast("list[int] | None", first["accepted"]) or ())
         out.append(Thread(topic_id=topic_id, title=str(first["title"]), opening=items[0],
-                          replies=tuple(items[1:]),
-                          accepted=None if accepted is None else int(str(accepted))))
+                          replies=tuple(items[1:]), accepted=accepted[0] if accepted else None,
+                          accepted_all=accepted))
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from sidecar.core.text import cook, html_to_text
-from sidecar.db import forum_write, keyword_sql
+from sidecar.db import forum_write, keyword_sql, solved
 from sidecar.db.forum_read import Visibility, existing_ids, visibility
 from sidecar.db.migrate import forum_owned
 from sidecar.db.schema import search_own_schema
@@ -148,7 +148,7 @@ def import_dump(conn: psycopg.Connection[Any], directory: Path, ts_config: str) 
     forum_write.upsert_users(conn, loadable)
     touched = {t.id for _, t in good_topics} | {p.topic_id for p in loadable}
     forum_write.refresh_topic_stats(conn, touched)
-    for line, message in forum_write.replace_accepted_answers(conn, good_topics):
+    for line, message in solved.replace_accepted_answers(conn, good_topics):
         report.warnings.append(RowError("topics.jsonl", line, message))
     forum_write.replace_search_data(
         conn, loadable, texts, ts_config,

@@ -10,7 +10,7 @@ Each public topic is a question its members asked, with the replies it got:
   a member's question, each asked of the topic it names. A label's question comes from an
   assistant conversation, which may be a private message: its topic is held out, so the label
   measures the model and never trains it.
-* **positives**: the accepted answer (Discourse Solved); otherwise the first replies by someone
+* **positives**: the accepted answers (Discourse Solved); otherwise the first replies by someone
   other than the asker that say more than "thanks!". (Only the longest replies, of 12 words or
   more, was tried: the model then learned "long" and did worse held out.)
 * **negatives**: posts of other topics that the legs rank high for the question (hard: their
@@ -116,9 +116,10 @@ def questions(thread: Thread, rules: MiningRules) -> list[Question]:
 
 
 def answers(thread: Thread, rules: MiningRules) -> list[ThreadPost]:
-    """The replies that answer the thread: its accepted answer, else the first replies by
+    """The replies that answer the thread: its accepted answers, else the first replies by
     someone other than the asker (at most ``rules.positives``)."""
-    accepted = [r for r in thread.replies if r.post_id == thread.accepted]
+    chosen = set(thread.accepted_all) | ({thread.accepted} if thread.accepted else set())
+    accepted = [r for r in thread.replies if r.post_id in chosen][:rules.positives]
     if accepted:
         return accepted
     asker = thread.opening.user_id

@@ -75,7 +75,7 @@ def forum_labels(res: Resources, n: int = 2000) -> list[LinkLabel]:
         rows = accepted_answers(conn, n)
     limit = res.settings.max_query_chars
     return [LinkLabel(question=pseudo_question(op.title, op.text, limit), topic_id=op.topic_id,
-                      good=frozenset({answer}), source="accepted") for op, answer in rows]
+                      good=frozenset(answers), source="accepted") for op, answers in rows]
 
 
 def read(res: Resources, labels: Sequence[LinkLabel], *, progress: bool = True

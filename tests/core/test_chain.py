@@ -215,6 +215,15 @@ def test_accepted_answer_counts_fully_only_when_it_is_the_linked_post() -> None:
     assert boost_signal(None, 10, flags, NOW) == 0.0
 
 
+def test_any_of_several_accepted_answers_counts_as_the_accepted_one() -> None:
+    # discourse-solved accepts several answers per topic since 2026-04.
+    flags = ChainFlags(boosts=True, boost_likes=0, boost_closed=0, boost_category=0)
+    several = TopicFeatures(1, accepted_answer_post_id=12, accepted_answer_post_ids=(12, 10))
+    assert several.is_accepted(10) and several.is_accepted(12) and not several.is_accepted(11)
+    assert boost_signal(several, 10, flags, NOW) == 1.0
+    assert boost_signal(several, 11, flags, NOW) == 0.5
+
+
 def test_likes_are_log_damped_and_saturate() -> None:
     flags = ChainFlags(boosts=True, boost_likes=1.0, boost_likes_saturation=20)
     values = [boost_signal(TopicFeatures(1, post_like_count=n, topic_like_count=n), 10, flags,

@@ -1,5 +1,6 @@
 """The rerank chain's reads on a real PostgreSQL: optional dump fields, schema detection,
-accepted answers in both discourse-solved layouts, the public filter, vectors."""
+accepted answers in every discourse-solved layout (the 2026 answers table, the 2025 column, the
+older custom fields), the public filter, vectors."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ from tests.helpers import category, post, topic, write_dump
 # Demo topic 23 (Proxmox Backup Server file restore): accepted answer 147, a reply; topic 15 is
 # in the café (search priority low), topic 19 in the read-restricted staff category.
 SOLVED, ANSWER, OTHER_REPLY = 23, 147, 149
+ANSWERS_SQL = ("SELECT s.topic_id, a.answer_post_id FROM discourse_solved_topic_answers a"
+               " JOIN discourse_solved_solved_topics s ON s.id = a.solved_topic_id ORDER BY 1")
+# The 2025 layout: one answer per topic, in a column of the topic table.
+COLUMN_SHAPE = ("ALTER TABLE discourse_solved_solved_topics ADD COLUMN answer_post_id integer,"
+                " ADD COLUMN accepter_user_id integer")
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +54,13 @@ def test_demo_forum_carries_likes_accepted_answers_and_a_priority(
 ) -> None:
     solved = conn.execute("SELECT count(*) AS n FROM discourse_solved_solved_topics").fetchone()
     assert solved is not None and solved["n"] == 15
+    answers = conn.execute("SELECT count(*) AS n FROM discourse_solved_topic_answers").fetchone()
+    assert answers is not None and answers["n"] == 15
+    # discourse-solved's current shape: the answer columns of the topic table are gone.
+    assert detect_schema(conn).solved_storage == "answers"
+    assert not conn.execute("SELECT 1 FROM information_schema.columns WHERE table_name ="
+                            " 'discourse_solved_solved_topics' AND column_name = 'answer_post_id'"
+                            ).fetchone()
     row = conn.execute(
         "SELECT t.like_count, (SELECT sum(like_count) FROM posts WHERE topic_id = t.id"
         " AND deleted_at IS NULL) AS total FROM topics t WHERE t.id = %s", (SOLVED,)).fetchone()
@@ -88,7 +101,7 @@ def test_features_never_read_non_public_posts(conn: psycopg.Connection[dict[str,
 def test_accepted_answers_from_the_older_custom_fields(
     conn: psycopg.Connection[dict[str, Any]]
 ) -> None:
-    conn.execute("DROP TABLE discourse_solved_solved_topics")
+    conn.execute("DROP TABLE discourse_solved_solved_topics CASCADE")
     conn.execute(
         "CREATE TABLE topic_custom_fields (id serial PRIMARY KEY, topic_id integer NOT NULL,"
         " name varchar(256) NOT NULL, value text, created_at timestamp NOT NULL DEFAULT now(),"
@@ -119,10 +132,61 @@ def test_the_plugin_table_wins_over_custom_fields(
     assert feats[SOLVED].accepted_answer_post_id == ANSWER
 
 
+def test_the_2025_column_is_read_where_there_is_no_answers_table(
+    conn: psycopg.Connection[dict[str, Any]]
+) -> None:
+    conn.execute("DROP TABLE discourse_solved_topic_answers")
+    conn.execute(COLUMN_SHAPE)
+    conn.execute("UPDATE discourse_solved_solved_topics SET answer_post_id = %s"
+                 " WHERE topic_id = %s", (OTHER_REPLY, SOLVED))
+    reader = FeatureReader()
+    assert reader.schema(conn).solved_storage == "column"
+    feats = reader.features(conn, [(SOLVED, ANSWER), (2, 5)])
+    assert feats[SOLVED].accepted_answer_post_id == OTHER_REPLY
+    assert feats[SOLVED].accepted_answer_post_ids == (OTHER_REPLY,)
+    assert feats[2].accepted_answer_post_id is None  # its row has no answer in the column
+
+
+def test_the_answers_table_wins_over_the_old_column_left_stale(
+    conn: psycopg.Connection[dict[str, Any]]
+) -> None:
+    # The post-deploy migration that keeps the columns stops filling them: stale copies.
+    conn.execute(COLUMN_SHAPE)
+    conn.execute("UPDATE discourse_solved_solved_topics SET answer_post_id = %s", (OTHER_REPLY,))
+    # Topic 2's answer was unaccepted since: gone from the answers table, not from the column.
+    conn.execute("DELETE FROM discourse_solved_topic_answers a USING"
+                 " discourse_solved_solved_topics s WHERE a.solved_topic_id = s.id"
+                 " AND s.topic_id = 2")
+    feats = FeatureReader().features(conn, [(SOLVED, ANSWER), (2, 5)])
+    assert feats[SOLVED].accepted_answer_post_id == ANSWER
+    assert feats[2].accepted_answer_post_id is None and not feats[2].accepted_answer_post_ids
+
+
+def test_an_import_into_an_older_layout_keeps_its_column_filled(db_url: str,
+                                                               tmp_path: Path) -> None:
+    upgrade(db_url)
+    with psycopg.connect(db_url) as c:  # what an older sidecar made: the 2025 table
+        c.execute("CREATE TABLE discourse_solved_solved_topics (id bigint PRIMARY KEY GENERATED"
+                  " BY DEFAULT AS IDENTITY, topic_id integer NOT NULL, answer_post_id integer"
+                  " NOT NULL, accepter_user_id integer NOT NULL, topic_timer_id integer,"
+                  " created_at timestamp NOT NULL, updated_at timestamp NOT NULL)")
+        c.execute("CREATE UNIQUE INDEX ON discourse_solved_solved_topics (topic_id)")
+    topics = [topic(10, "Sealant", 1, accepted_answer_post_id=101, posts_count=2)]
+    posts = [post(100, 10, 1, "How much sealant?"), post(101, 10, 2, "60 ml.")]
+    for n, answer in enumerate((101, 100)):
+        topics[0]["accepted_answer_post_id"] = answer
+        dump = write_dump(tmp_path / str(n), [category(1, "Repairs")], topics, posts)
+        with psycopg.connect(db_url) as c:
+            import_dump(c, dump, "english")
+            assert c.execute(ANSWERS_SQL).fetchall() == [(10, answer)]
+            assert c.execute("SELECT topic_id, answer_post_id FROM"
+                             " discourse_solved_solved_topics").fetchall() == [(10, answer)]
+
+
 def test_a_forum_without_the_optional_columns_reads_neutral_features(
     conn: psycopg.Connection[dict[str, Any]]
 ) -> None:
-    conn.execute("DROP TABLE discourse_solved_solved_topics")
+    conn.execute("DROP TABLE discourse_solved_solved_topics CASCADE")
     for table, column in (("posts", "like_count"), ("topics", "like_count"),
                           ("categories", "search_priority"), ("topics", "closed"),
                           ("topics", "archived"), ("topics", "last_posted_at")):
@@ -141,7 +205,7 @@ def test_the_schema_is_detected_once_then_after_its_ttl(
 ) -> None:
     reader = FeatureReader(ttl_s=3600)
     assert reader.schema(conn).solved_table
-    conn.execute("DROP TABLE discourse_solved_solved_topics")
+    conn.execute("DROP TABLE discourse_solved_solved_topics CASCADE")
     assert reader.schema(conn).solved_table  # cached
     assert not detect_schema(conn).solved_table
     assert not FeatureReader(ttl_s=0.0).schema(conn).solved_table
@@ -184,8 +248,7 @@ def test_dump_fields_import_and_reimport(db_url: str, tmp_path: Path) -> None:
         "topics.jsonl:2: accepted_answer_post_id 100 is not a post of this topic"]
     assert report["topics"]["rejected"] == 0
     with psycopg.connect(db_url) as c:
-        solved = c.execute("SELECT topic_id, answer_post_id FROM discourse_solved_solved_topics"
-                           ).fetchall()
+        solved = c.execute(ANSWERS_SQL).fetchall()
         likes = c.execute("SELECT like_count FROM topics WHERE id = 10").fetchone()
         prio = c.execute("SELECT search_priority FROM categories WHERE id = 1").fetchone()
         before = c.execute("SELECT id, updated_at FROM posts ORDER BY id").fetchall()
@@ -197,8 +260,7 @@ def test_dump_fields_import_and_reimport(db_url: str, tmp_path: Path) -> None:
     with psycopg.connect(db_url) as c:
         report = import_dump(c, again, "english").as_dict()
         assert report["posts"]["unchanged"] == 4
-        solved = c.execute("SELECT topic_id, answer_post_id FROM discourse_solved_solved_topics"
-                           ).fetchall()
+        solved = c.execute(ANSWERS_SQL).fetchall()
         likes = c.execute("SELECT like_count FROM topics WHERE id = 10").fetchone()
         after = c.execute("SELECT id, updated_at FROM posts ORDER BY id").fetchall()
     assert solved == [(10, 102)] and likes == (13,) and after == before
@@ -210,4 +272,5 @@ def test_dump_fields_import_and_reimport(db_url: str, tmp_path: Path) -> None:
         import_dump(c, plain, "english")
         assert c.execute("SELECT count(*) FROM discourse_solved_solved_topics WHERE topic_id = 10"
                          ).fetchone() == (0,)
+        assert c.execute(ANSWERS_SQL).fetchall() == []
         assert c.execute("SELECT search_priority FROM categories WHERE id = 1").fetchone() == (0,)

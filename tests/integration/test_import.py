@@ -145,6 +145,7 @@ def test_import_refuses_a_real_forum_and_a_non_dump(db_url: str, tmp_path: Path)
             CREATE TABLE tag_group_memberships (tag_id int, tag_group_id int);
             CREATE TABLE tag_group_permissions (tag_group_id bigint, group_id bigint);
             CREATE TABLE post_search_data (post_id int, search_data tsvector);
+            CREATE TABLE shared_drafts (id bigint, topic_id int);
         """)
     upgrade(db_url)
     with psycopg.connect(db_url) as conn, pytest.raises(ConfigurationError, match="real forum"):

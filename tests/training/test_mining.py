@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -50,6 +51,12 @@ def test_an_opening_post_too_short_to_ask_asks_nothing() -> None:
 def test_the_accepted_answer_is_the_only_positive_when_there_is_one() -> None:
     t = thread(replies=[(1, 20, "a long reply " * 10), (2, 21, "the fix " * 10)], accepted=2)
     assert [r.post_id for r in answers(t, MiningRules())] == [2]
+
+
+def test_every_accepted_answer_is_a_positive_when_there_are_several() -> None:
+    replies = [(1, 20, "a long reply " * 10), (2, 21, "the fix " * 10), (3, 22, "also " * 10)]
+    t = replace(thread(replies=replies, accepted=3), accepted_all=(3, 2))
+    assert [r.post_id for r in answers(t, MiningRules())] == [2, 3]
 
 
 def test_without_one_the_first_replies_by_others_answer() -> None:

@@ -72,6 +72,12 @@ def test_tune_reads_labels_and_clicks_weighted_by_propensity(
     judged_forum: Any, minilm: Embedder, tmp_path: Path
 ) -> None:
     settings = judged_forum.settings
+    # The forum has discourse-solved's current tables: the old answer column is gone.
+    with psycopg.connect(owner_url(settings.database_url)) as conn:
+        assert conn.execute("SELECT to_regclass('discourse_solved_topic_answers')").fetchone()[0]
+        assert not conn.execute(
+            "SELECT 1 FROM pg_attribute WHERE attname = 'answer_post_id' AND NOT attisdropped"
+            " AND attrelid = 'discourse_solved_solved_topics'::regclass").fetchone()
     doc, profile = run_tune(settings, dump=None, resamples=200, progress=False, embedder=minilm)
     judged = doc["judgements"]
     assert judged["by_source"]["labels"] == 6
