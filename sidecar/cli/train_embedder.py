@@ -74,7 +74,8 @@ def train_embedder_cmd(settings: Settings, init: str | None, name: str | None,
     try:
         with res.db.connection() as conn:
             # Every topic the forum's people judged is held out: the guard measures on them.
-            judged = frozenset(t for _, t in forum_judgements(conn) + label_questions(conn))
+            judged = frozenset(t for _, t in label_questions(conn) + forum_judgements(
+                conn, min_members=settings.click_min_members))
         options = EmbedOptions(init=init, name=name, budget_s=budget_minutes * 60,
                                epochs=epochs, max_length=max_length, device=device, held=judged)
         outcome = train_forum_embedder(res, options, progress=not as_json)

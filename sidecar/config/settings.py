@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     onnx_threads: int = 0  # 0: ONNX Runtime picks
     model_quantize: Literal["none", "int8"] = "none"
     model_timeout_s: float = 30.0
+    # Public threads with a reply that `sidecar train-embedder` needs (docs/models.md): fewer,
+    # and a tuned model memorises a handful of threads. Lower it knowingly (the demo has 47).
+    train_min_threads: int = Field(default=300, ge=2)
 
     # --- retrieval ------------------------------------------------------------------------
     strategy: int = 1

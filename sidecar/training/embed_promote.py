@@ -133,7 +133,8 @@ def guard(res: Resources, cand: Candidate, *, resamples: int = 2000) -> EmbedVer
     held = (cand.manifest.training or {}).get("split", {}).get("held_topics", [])
     with res.db.connection() as conn:
         # Moderators' labels and members' clicks: they measure the model, never train it.
-        judged = forum_judgements(conn) + label_questions(conn)
+        judged = (forum_judgements(conn, min_members=res.settings.click_min_members)
+                  + label_questions(conn))
     limit = res.settings.max_query_chars
     questions = [(q[:limit], t) for q, t in held_out_questions(judged, held)]
     served = res.search

@@ -61,7 +61,8 @@ def test_zones_compare_each_model_on_its_own_thresholds() -> None:
     assert out["answerable_normal"]["before"] == pytest.approx(0.5)
     assert out["answerable_normal"]["after"] == 1.0
     assert out["leave_out_held_back"]["after"] == 1.0
-    assert out["out_of_domain_abstain"]["before"] == 0 and out["out_of_domain_abstain"]["after"] == 1
+    assert out["out_of_domain_abstain"]["before"] == 0
+    assert out["out_of_domain_abstain"]["after"] == 1
     assert out["thresholds"]["after"] == {"abstain": 0.2, "normal": 0.7}
 
 
