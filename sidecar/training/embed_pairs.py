@@ -66,11 +66,17 @@ def ask_text(thread: Thread, chars: int) -> str:
     return f"{thread.title}\n\n{body}" if body else thread.title
 
 
+def accepted(thread: Thread) -> frozenset[int]:
+    """The thread's accepted answers (several since discourse-solved 2026-04)."""
+    return frozenset(thread.accepted_all) | ({thread.accepted} if thread.accepted else set())
+
+
 def answer_posts(thread: Thread, rules: EmbedRules) -> list[int]:
-    """Post ids of the replies that answer the thread: its accepted answer first, then the first
-    replies by someone other than the asker, ``rules.replies`` in all."""
+    """Post ids of the replies that answer the thread: its accepted answers first, then the
+    first replies by someone other than the asker, ``rules.replies`` in all."""
     asker = thread.opening.user_id
-    out = [r.post_id for r in thread.replies if r.post_id == thread.accepted]
+    chosen = accepted(thread)
+    out = [r.post_id for r in thread.replies if r.post_id in chosen]
     for reply in sorted(thread.replies, key=lambda r: r.post_number):
         if len(out) >= rules.replies:
             break
@@ -93,10 +99,11 @@ def thread_pairs(thread: Thread, sources: Mapping[int, PostSource], strategy: in
         out.append(EmbedPair(title, strategy_text(opening, strategy), thread.topic_id, "title",
                              thread.topic_id))
     ask = ask_text(thread, rules.ask_chars)
+    chosen = accepted(thread)
     for post_id in answer_posts(thread, rules):
         source = sources.get(post_id)
         if source is not None:
-            kind: PairKind = "accepted" if post_id == thread.accepted else "reply"
+            kind: PairKind = "accepted" if post_id in chosen else "reply"
             out.append(EmbedPair(ask, strategy_text(source, strategy), thread.topic_id, kind,
                                  thread.topic_id))
     if rules.links:

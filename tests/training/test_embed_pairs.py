@@ -20,10 +20,12 @@ REPLY = "Use zpool add with a new vdev of the same width, then scrub."
 
 
 def thread(topic: int = 1, *, asker: int = 10, accepted: int | None = None,
-           replies: list[tuple[int, int, str]] | None = None) -> Thread:
+           replies: list[tuple[int, int, str]] | None = None,
+           accepted_all: tuple[int, ...] = ()) -> Thread:
     posts = tuple(ThreadPost(post_id=pid, post_number=n + 2, user_id=user, text=text)
                   for n, (pid, user, text) in enumerate(replies or []))
     return Thread(topic_id=topic, title="Growing a ZFS pool", accepted=accepted, replies=posts,
+                  accepted_all=accepted_all or ((accepted,) if accepted else ()),
                   opening=ThreadPost(post_id=topic * 100, post_number=1, user_id=asker,
                                      text="How do I grow a RAIDZ pool with four new disks? " * 20))
 
@@ -43,6 +45,15 @@ def test_the_accepted_answer_comes_first_then_replies_by_others_never_the_askers
                                               (4, 22, "Replace each disk in turn, autoexpand=on.")])
     assert answer_posts(t, EmbedRules(replies=2)) == [4, 5]
     assert answer_posts(t, EmbedRules(replies=1)) == [4]
+
+
+def test_every_accepted_answer_comes_before_the_other_replies() -> None:
+    t = thread(asker=10, accepted=6, accepted_all=(6, 4),
+               replies=[(4, 22, "Replace each disk in turn, autoexpand=on."), (5, 21, REPLY),
+                        (6, 23, "Or add a second RAIDZ vdev of the same width.")])
+    assert answer_posts(t, EmbedRules(replies=3)) == [4, 6, 5]
+    kinds = [p.kind for p in thread_pairs(t, sources(t), 1, EmbedRules(replies=3))]
+    assert kinds == ["title", "accepted", "accepted", "reply"]
 
 
 def test_a_thread_teaches_title_to_opening_post_and_its_ask_to_its_answers() -> None:
