@@ -58,7 +58,7 @@ def stored(client: Any, body: dict[str, Any]) -> StoredRetrieval:
 
 
 def metric(client: Any, name: str, **labels: str) -> float:
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=AUTH).get_data(as_text=True)
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
         if not line.startswith(name + "{") and not line.startswith(name + " "):
@@ -584,7 +584,7 @@ def test_retrieve_needs_the_key_and_is_documented(make_client: Callable[..., Any
 def test_stage_latencies_are_exported(make_client: Callable[..., Any], tiny_reranker: Any) -> None:
     client = make_client(reranker=tiny_reranker)
     retrieve(client, WIREGUARD)
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=AUTH).get_data(as_text=True)
     for stage in ("gate", "embed", "semantic", "keyword", "fuse", "aggregate", "link", "rerank",
                   "zone", "evidence"):
         assert f'sidecar_stage_seconds_count{{status="done",step="{stage}"}} 1.0' in text, stage
