@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 
 from models import load_reranker
-from models.presets import minilm_dir
 from sidecar.core.trace import Trace
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.dataset import load_dataset
@@ -45,20 +43,6 @@ def forum(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_url
     with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("train"), minilm,
                     prefix="t_train") as res:
         yield res
-
-
-@pytest.fixture(scope="module")
-def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 2-layer, 32-wide BERT encoder checkpoint over MiniLM's vocabulary (an init in seconds)."""
-    from models.tiny import tiny_bert_config
-
-    out = tmp_path_factory.mktemp("tiny-encoder")
-    config = transformers.BertConfig(**tiny_bert_config(classifier=False))
-    transformers.BertModel(config).save_pretrained(out)
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt",
-                 "special_tokens_map.json"):
-        shutil.copy2(minilm_dir() / name, out / name)
-    return out
 
 
 def test_a_forum_too_small_is_refused_with_the_number_it_needs(forum: Any) -> None:
