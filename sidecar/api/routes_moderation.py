@@ -1,4 +1,5 @@
-"""The moderator review pages (server-rendered HTML) and their JSON API.
+"""The moderator review pages (server-rendered HTML); their JSON API is
+:mod:`sidecar.api.routes_moderation_api`.
 
 Both live under the ``moderation`` blueprint, whose endpoints skip the API-key check
 (``sidecar.api.app``): they authenticate with the moderator key instead. The pages use a signed,
@@ -28,20 +29,19 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from pydantic import ValidationError
-from werkzeug.exceptions import HTTPException, TooManyRequests
+from werkzeug.exceptions import HTTPException
 
-from models.web.auth import request_bearer
-from sidecar.api.context import get_resources, respond
 from sidecar.api.errors import validation_details
-from sidecar.api.openapi import documented
-from sidecar.api.schemas_moderation import (
-    CalibrationResponse,
-    LabelResponse,
-    RetrievalDetail,
-    ReviewList,
+from sidecar.api.routes_moderation_api import (
+    DISABLED,
+    api,
+    client_address,
+    configured_zones,
+    moderation_service,
+    moderator_auth,
 )
 from sidecar.core.calibration import LABELS
-from sidecar.errors import ServiceUnavailable, SidecarError, Unauthorized
+from sidecar.errors import SidecarError, Unauthorized
 from sidecar.moderation.auth import (
     LOGIN_COOKIE,
     LOGIN_MAX_AGE_S,
@@ -52,102 +52,14 @@ from sidecar.moderation.auth import (
     Session,
 )
 from sidecar.moderation.models import LabelRequest, ReviewFilters
-from sidecar.moderation.service import ModerationService, item_json, parse_id
+from sidecar.moderation.service import parse_id
 
 log = logging.getLogger(__name__)
 
 bp = Blueprint("moderation", __name__)
 pages = Blueprint("pages", __name__, template_folder="templates", url_prefix="/moderation")
-api = Blueprint("api", __name__, url_prefix="/v1/moderation")
-
-DISABLED = "moderation is disabled: set SIDECAR_MODERATOR_KEY to enable the review pages and API"
 
 
-def _auth() -> ModeratorAuth:
-    return get_resources().moderator_auth()
-
-
-def _service() -> ModerationService:
-    return get_resources().moderation()
-
-
-def _client() -> str:
-    # The client's address as the trusted proxies report it (sidecar/api/proxy.py).
-    return request.remote_addr or "unknown"
-
-
-# == JSON API ======================================================================================
-@api.before_request
-def _api_authenticate() -> None:
-    auth = _auth()
-    if not auth.enabled:
-        raise ServiceUnavailable(DISABLED)
-    outcome = auth.attempt(_client(), request_bearer())
-    if outcome is Attempt.THROTTLED:  # a client past its limit: its key was not even compared
-        raise TooManyRequests("too many failed attempts with a wrong moderator key; "
-                              "wait a while")
-    if outcome is Attempt.MISSING:  # no key: not a guess, never counted
-        raise Unauthorized("send Authorization: Bearer <SIDECAR_MODERATOR_KEY>")
-    if outcome is Attempt.WRONG:
-        raise Unauthorized("invalid moderator key: send Authorization: Bearer "
-                           "<SIDECAR_MODERATOR_KEY>")
-
-
-# Every answer of the API: no key or a wrong one (401), too many wrong ones (429), moderation
-# off (503).
-_API_ERRORS = (401, 429, 503)
-
-
-@api.get("/retrievals")
-@documented(tag="moderation", auth="moderator", query=ReviewFilters, response=ReviewList,
-            errors=(*_API_ERRORS, 400, 422),
-            summary="Abstain and cautious retrievals, newest first, with filters.")
-def api_list() -> ResponseReturnValue:
-    """A page of the review list."""
-    filters = ReviewFilters.from_args(request.args.to_dict())
-    page = _service().review(filters)
-    return respond(ReviewList, {"items": [item_json(r) for r in page.items], "total": page.total,
-                                "page": filters.page, "per_page": filters.per_page,
-                                "pages": page.pages})
-
-
-@api.get("/retrievals/<retrieval_id>")
-@documented(tag="moderation", auth="moderator", response=RetrievalDetail,
-            errors=(*_API_ERRORS, 404),
-            summary="One retrieval: conversation, query, scores, evidence, candidates, label.")
-def api_detail(retrieval_id: str) -> ResponseReturnValue:
-    """One retrieval."""
-    return respond(RetrievalDetail, _service().detail(parse_id(retrieval_id)))
-
-
-@api.post("/retrievals/<retrieval_id>/label")
-@documented(tag="moderation", auth="moderator", request=LabelRequest, response=LabelResponse,
-            errors=(*_API_ERRORS, 400, 404, 413, 422),
-            summary="Label a retrieval (replaces an earlier label).")
-def api_label(retrieval_id: str) -> ResponseReturnValue:
-    """Store a label."""
-    rid = parse_id(retrieval_id)
-    body = LabelRequest.model_validate_json(request.get_data(cache=True) or b"", strict=True)
-    return respond(LabelResponse, _service().label(rid, body))
-
-
-@api.get("/calibration")
-@documented(tag="moderation", auth="moderator", response=CalibrationResponse,
-            errors=_API_ERRORS,
-            summary="Thresholds the labels suggest per scorer, and the zone changes they cause.")
-def api_calibration() -> ResponseReturnValue:
-    """The calibration report."""
-    return respond(CalibrationResponse, {"configured": _configured(),
-                                         "scorers": _service().calibration()})
-
-
-def _configured() -> dict[str, dict[str, float]]:
-    s = get_resources().settings
-    return {"cross-encoder": {"abstain": s.zone_ce_abstain, "normal": s.zone_ce_normal},
-            "bi-encoder": {"abstain": s.zone_cos_abstain, "normal": s.zone_cos_normal}}
-
-
-# == HTML pages ====================================================================================
 _OPEN_PAGES = frozenset({"moderation.pages.login", "moderation.pages.login_post"})
 _CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'")
@@ -155,7 +67,7 @@ _CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-act
 
 @pages.before_request
 def _page_session() -> ResponseReturnValue | None:
-    auth = _auth()
+    auth = moderator_auth()
     if not auth.enabled:
         return _page("moderation_error.html", 503, title="Moderation disabled", message=DISABLED)
     g.moderator = auth.read(request.cookies.get(SESSION_COOKIE))
@@ -221,14 +133,14 @@ def login_post() -> ResponseReturnValue:
     A form without its CSRF token (posted from another site) and an empty key are refused
     before the key is read: neither counts as a wrong guess.
     """
-    auth = _auth()
+    auth = moderator_auth()
     target = _safe_next(request.form.get("next"))
     if not ModeratorAuth.login_csrf_ok(request.cookies.get(LOGIN_COOKIE),
                                        request.form.get("csrf")):
         return _login_page(403, next=target,
                            error="the form is stale or did not come from these pages: "
                                  "enter the key again")
-    outcome = auth.attempt(_client(), request.form.get("key"))
+    outcome = auth.attempt(client_address(), request.form.get("key"))
     if outcome is Attempt.THROTTLED:  # past its limit, this client's key is not compared
         return _login_page(429, next=target, error="too many failed attempts; wait a few minutes")
     if outcome is Attempt.MISSING:
@@ -257,7 +169,7 @@ def _check_csrf() -> None:
 def logout() -> ResponseReturnValue:
     """End the session on the server (a copy of the cookie stops working too)."""
     _check_csrf()
-    _auth().end(_session())
+    moderator_auth().end(_session())
     response = redirect(url_for("moderation.pages.login"), 303)
     response.delete_cookie(SESSION_COOKIE, path="/moderation")
     return response
@@ -267,14 +179,14 @@ def logout() -> ResponseReturnValue:
 def review() -> ResponseReturnValue:
     """The review list with its filters."""
     filters = ReviewFilters.from_args(request.args.to_dict())
-    service = _service()
+    service = moderation_service()
     counts, scorers = service.overview()
     return _page("moderation_list.html", page=service.review(filters), filters=filters,
                  counts=counts, scorers=scorers, labels=LABELS)
 
 
 def _detail(retrieval_id: str, status: int = 200, **extra: Any) -> ResponseReturnValue:
-    item = _service().detail(parse_id(retrieval_id))
+    item = moderation_service().detail(parse_id(retrieval_id))
     return _page("moderation_detail.html", status, item=item, labels=LABELS,
                  saved=request.args.get("saved") == "1", **extra)
 
@@ -297,7 +209,7 @@ def label(retrieval_id: str) -> ResponseReturnValue:
             "right_topic_id": form["right_topic_id"].strip() or None,
             "moderator": _session().name,
         })
-        _service().label(rid, body)
+        moderation_service().label(rid, body)
     except ValidationError as exc:
         errors = [f"{d['loc']}: {d['msg']}" for d in validation_details(exc)]
         return _detail(retrieval_id, 422, errors=errors, form=form)
@@ -311,9 +223,9 @@ def label(retrieval_id: str) -> ResponseReturnValue:
 @pages.get("/calibration")
 def calibration() -> ResponseReturnValue:
     """The calibration report."""
-    service = _service()
+    service = moderation_service()
     return _page("moderation_calibration.html", charts=service.calibration_charts(),
-                 zones=service.zones, pending=service.pending(), configured=_configured())
+                 zones=service.zones, pending=service.pending(), configured=configured_zones())
 
 
 @pages.app_template_filter("moderation_href")

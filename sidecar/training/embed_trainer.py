@@ -48,9 +48,6 @@ class EmbedTrainConfig:
     warmup_steps: int = 30
     scale: float = 20.0  # 1 / temperature of the in-batch softmax
     mix: float = 1.0  # share of the tuned weights in the result (1: the tuned model alone)
-    # Weight of a pull towards the init's own embeddings of the batch's texts (0: none): keeps
-    # the geometry the base model gave texts the forum never taught it (off-topic questions).
-    anchor: float = 0.0
     budget_s: float | None = None  # stop when this much time has passed
     seed: int = 0
     device: str = "cpu"
@@ -115,12 +112,6 @@ def train_embedder(pairs: Sequence[EmbedPair], config: EmbedTrainConfig, out: Pa
         optimizer, lambda s: min(1.0, (s + 1) / warmup)
         * max(0.0, (len(plan) - s) / max(1, len(plan) - warmup)))
     encoder = _Encoder(torch, model, tokenizer, meta, config.device)
-    frozen = None
-    if config.anchor > 0:
-        reference = AutoModel.from_pretrained(config.init).to(config.device).eval()
-        for param in reference.parameters():
-            param.requires_grad_(False)
-        frozen = _Encoder(torch, reference, tokenizer, meta, config.device)
     started = time.monotonic()
     losses: list[float] = []
     seen = 0
@@ -136,14 +127,6 @@ def train_embedder(pairs: Sequence[EmbedPair], config: EmbedTrainConfig, out: Pa
         loss = torch.nn.functional.cross_entropy(scores, target)
         # The other way round: each passage picks its question among the batch's.
         loss = (loss + torch.nn.functional.cross_entropy(scores[:, : len(batch)].T, target)) / 2
-        if frozen is not None:
-            with torch.no_grad():
-                fixed_q = frozen.encode([p.query for p in batch], "query")
-                fixed_p = frozen.encode([p.positive for p in batch] + negatives, "passage")
-            cosine = torch.nn.functional.cosine_similarity
-            drift = 1 - torch.cat([cosine(queries, fixed_q, dim=-1),
-                                   cosine(passages, fixed_p, dim=-1)])
-            loss = loss + config.anchor * drift.mean()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
