@@ -10,6 +10,12 @@ The members' questions are read through :mod:`sidecar.core.zone_guard` (a few pe
 near-duplicates once, enough askers), and a calibration that would move a threshold past its
 bound is returned with its ``problems``: the caller records it as pending instead of serving
 it. The opening posts are drawn with a random seed unless one is given (recorded either way).
+
+A model tuned on this forum (``sidecar train-embedder``) is calibrated only on the topics it
+never read (held out when it trained, listed in its manifest): it learned to set the topics it
+read apart from each other, so their opening posts, asked without their topic, score lower than
+a new member's question does, and thresholds read from them would let off-topic questions
+through (docs/answerability.md).
 """
 
 from __future__ import annotations
@@ -25,8 +31,12 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from tqdm import tqdm
 
+from models.errors import ModelLoadError
+from models.manifest import read_manifest
 from sidecar.answer.pipeline import Assessment, PipelineResources, RetrievalPipeline
+from sidecar.config.settings import Settings
 from sidecar.core.answerability import (
+    MIN_QUESTIONS,
     ZoneCalibration,
     calibrate,
     pseudo_question,
@@ -150,6 +160,20 @@ def _members(res: CalibrationResources, stored: Sequence[MemberQuestion], wanted
     return members, count
 
 
+def never_read(settings: Settings) -> frozenset[int] | None:
+    """The topics the in-process embedder never read while it was tuned on this forum (its
+    manifest's held-out split); None for a model that read none of the forum's topics."""
+    if settings.embed_url:  # a model host's model: not tuned here
+        return None
+    try:
+        training = read_manifest(settings.embed_dir()).training
+    except ModelLoadError:
+        return None
+    if not training or training.get("kind") != "embedder":
+        return None
+    return frozenset(int(t) for t in training.get("split", {}).get("held_topics", ()))
+
+
 def calibrate_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUESTIONS,
                     seed: int | None = None, abstain_pct: float = 10.0,
                     normal_pct: float = 80.0, basis: Basis = "auto",
@@ -158,17 +182,23 @@ def calibrate_zones(res: CalibrationResources, *, questions: int = DEFAULT_QUEST
     the zone thresholds of the scorer that answered them (ValueError when too few). With
     ``basis`` "asked" (or "auto" and at least :data:`MIN_ASKED` of them, from enough askers),
     the normal threshold is read from up to ``questions`` of the questions members asked
-    instead. ``seed`` (random when None) draws the opening posts. The run's ``problems`` say
-    why it moves past its bound from the served calibration."""
+    instead. ``seed`` (random when None) draws the opening posts, among the topics a tuned
+    embedder never read (:func:`never_read`). The run's ``problems`` say why it moves past its
+    bound from the served calibration."""
     started = time.perf_counter()
     pipeline = res.retrieval()
     settings = res.settings
     limit = settings.retrieve_limit
     seed = secrets.randbits(31) if seed is None else seed  # not predictable from outside
+    unread = never_read(settings)
     with res.db.connection() as conn:
-        sample = opening_posts(conn, questions, seed)
+        sample = opening_posts(conn, questions, seed, among=unread)
         stored = (asked_questions(conn, questions * READ_PER_QUESTION, WINDOW_DAYS)
                   if basis != "opening_posts" else [])
+    if unread is not None and len(sample) < MIN_QUESTIONS:
+        raise ValueError(f"{res.model.name} was tuned on this forum and never read only "
+                         f"{len(sample)} of its topics with a reply; at least {MIN_QUESTIONS} "
+                         "are needed to calibrate its zones (the topics it read score apart)")
     members, asker_count = _members(res, stored, questions, basis) if stored else ([], 0)
     if basis == "asked" and not stored:
         raise ValueError("no stored question to read the normal threshold from: the forum's "

@@ -3,6 +3,7 @@ members asked (stored retrievals)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from psycopg import sql
@@ -24,9 +25,11 @@ class OpeningPost:
     text: str
 
 
-def opening_posts(conn: DictConn, n: int, seed: int) -> list[OpeningPost]:
-    """Up to ``n`` public topics that have a public reply, drawn by a hash of their id and
-    ``seed`` (the same sample for the same forum and seed), with their opening posts."""
+def opening_posts(conn: DictConn, n: int, seed: int, among: Collection[int] | None = None
+                  ) -> list[OpeningPost]:
+    """Up to ``n`` public topics that have a public reply (only those in ``among`` when given),
+    drawn by a hash of their id and ``seed`` (the same sample for the same forum and seed), with
+    their opening posts."""
     rows = conn.execute(
         sql.SQL(
             """
@@ -35,12 +38,13 @@ def opening_posts(conn: DictConn, n: int, seed: int) -> list[OpeningPost]:
             WHERE p.post_number = 1 AND {public}
               AND EXISTS (SELECT 1 FROM posts r WHERE r.topic_id = p.topic_id
                           AND r.post_number > 1 AND {reply_public})
+              AND (%(among)s::int[] IS NULL OR p.topic_id = ANY (%(among)s::int[]))
             ORDER BY md5(p.topic_id::text || ':' || %(seed)s::text), p.topic_id
             LIMIT %(n)s
             """
         ).format(joins=sql.SQL(PUBLIC_JOINS), public=sql.SQL(PUBLIC_WHERE),
                  reply_public=sql.SQL(post_is_public("r"))),
-        {"n": n, "seed": seed},
+        {"n": n, "seed": seed, "among": None if among is None else sorted(among)},
     ).fetchall()
     return [OpeningPost(topic_id=int(r["topic_id"]), title=str(r["title"]),
                         text=html_to_text(r["cooked"] or "", drop_quotes=True))

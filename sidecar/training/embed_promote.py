@@ -11,7 +11,8 @@ beside the served ones by the backfill. Promoting it:
    together, at its reload;
 4. keeps the served model's search profile aside (``<profile>.<model>.json``) and serves the new
    model's: the one kept from an earlier promotion, else a new one with zones calibrated on the
-   new model (its similarity scale differs);
+   new model (its similarity scale differs), asking only the topics it never read (too few:
+   the settings' thresholds until ``sidecar calibrate``);
 5. drops the related-topic caches.
 
 Rollback puts the previous entry back and its profile, as long as its vectors and folder are
@@ -196,7 +197,11 @@ def _arrive(settings: Settings, leaving: str, arriving: str, *, progress: bool
         return {"restored": str(profile_archive(settings, arriving))}
     res = start_resources(settings)  # reads the entry just written: the arriving model
     try:
-        run = calibrate_zones(res, progress=progress, basis="opening_posts")
+        try:  # on the topics it never read (held out when it trained)
+            run = calibrate_zones(res, progress=progress, basis="opening_posts")
+        except ValueError as exc:  # too few: the settings' thresholds until `sidecar calibrate`
+            log.warning("zones of %s not calibrated: %s", arriving, exc)
+            return {"calibrated": None, "zones": f"the settings' thresholds ({exc})"}
         path = settings.profile_path()
         update_profile(path, lambda: with_zones(path, run.calibration, model=res.model.name,
                                                 strategy=res.settings.strategy,

@@ -212,6 +212,8 @@ def _record(res: Resources, options: EmbedOptions, init: Path, mined: EmbedMined
             # The split is drawn afresh per run and kept here (not in any public place), so the
             # guard can tell which judged topics the model never read.
             "split": {"seed": seed, "held_share": options.held_share,
-                      "held_topics": sorted(mined.held_topics)},
+                      # Every topic it never read: held out, and excluded (an evaluation's
+                      # judged ones). Its zones are calibrated on these alone.
+                      "held_topics": sorted(mined.held_topics | set(options.exclude))},
             "run": trained.as_dict(), "seconds": laps}
 

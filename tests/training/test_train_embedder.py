@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.manifest import read_manifest
+from models.manifest import read_manifest, write_manifest
+from sidecar.answer.zone_calibration import calibrate_zones, never_read
 from sidecar.db.backfill_runs import get_run
+from sidecar.db.calibration_read import opening_posts
 from sidecar.db.embeddings import count_embeddings, find_model
 from sidecar.db.served_embedder import coverage, read_served
 from sidecar.errors import Conflict, InvalidInput
@@ -147,8 +150,12 @@ def test_the_command_refuses_a_forum_too_small_and_says_what_it_needs(
 def test_trained_reembedded_promoted_served_rolled_back_and_pruned(
         forum: Any, tiny_encoder: Path, minilm_dir: Path) -> None:
     settings = forum.settings
+    # 25 of the 40 answered public topics held out: its zones are calibrated on those alone.
+    with forum.db.connection() as conn:
+        answered = sorted(p.topic_id for p in opening_posts(conn, 100, 0))
     options = EmbedOptions(init=str(tiny_encoder), name=NAME, epochs=1.0, batch_size=8,
-                           max_length=64, budget_s=120, held_share=0.2)
+                           max_length=64, budget_s=120, held_share=0.0,
+                           held=frozenset(answered[::2] + answered[1:10:2]))
     outcome = train_forum_embedder(forum, options, progress=False)
 
     # A new model version beside the served one: its own folder, registry row and record.
@@ -195,6 +202,10 @@ def test_trained_reembedded_promoted_served_rolled_back_and_pruned(
     assert entry is not None and (entry.name, entry.base) == (NAME, forum.model.name)
     profile, _ = read_profile(settings.profile_path())
     assert profile.model == NAME and f"bi-encoder:{NAME}" in profile.zones
+    # Calibrated by asking only the topics it never read.
+    assert record["split"]["held_topics"] == sorted(options.held) and len(options.held) == 25
+    assert report["profile"]["calibrated"] is not None
+    assert profile.zones[f"bi-encoder:{NAME}"].questions == 25 < len(answered) == 40
 
     # Every process started from now on serves it: the query embedder and the vectors agree.
     served = start_resources(settings)
@@ -268,3 +279,32 @@ def test_trained_reembedded_promoted_served_rolled_back_and_pruned(
     assert prune_embedders(settings, name=NAME)[0]["deleted"]
     assert _vector_count(forum, NAME) == 0 and _vector_count(forum, forum.model.name) == public
     assert not outcome.model_dir.exists()
+
+
+def test_a_tuned_models_zones_ask_only_the_topics_it_never_read(
+        forum: Any, minilm_dir: Path, tmp_path: Path) -> None:
+    # The configured model's folder and vectors, with the training record a tuned model has.
+    folder = tmp_path / "tuned-copy"
+    shutil.copytree(minilm_dir, folder)
+    manifest = read_manifest(folder)
+    with forum.db.connection() as conn:
+        topics = sorted(p.topic_id for p in opening_posts(conn, 100, 0))
+    assert len(topics) == 40  # the demo's public topics with a public reply
+
+    def calibrated(held: list[int]) -> Any:
+        write_manifest(folder, manifest.replace(
+            training={"kind": "embedder", "split": {"held_topics": held}}))
+        settings = forum.settings.model_copy(update={"embed_model_path": folder})
+        assert never_read(settings) == frozenset(held)
+        res = start_resources(settings)
+        try:
+            return calibrate_zones(res, seed=3, basis="opening_posts", progress=False)
+        finally:
+            res.close()
+
+    run = calibrated(topics[:24])
+    assert run.calibration.questions == 24
+    with pytest.raises(ValueError, match="never read only 5 of its topics"):
+        calibrated(topics[:5])
+    # A model that read none of the forum (the configured one) asks any of its topics.
+    assert never_read(forum.settings) is None
