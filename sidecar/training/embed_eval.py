@@ -149,7 +149,8 @@ def to_markdown(doc: dict[str, Any]) -> str:
         lines.append("")
     zones = doc.get("zones")
     if zones:
-        lines += ["### Zones (each model calibrated on its own opening posts)", "",
+        lines += ["### Zones (each model calibrated on opening posts, the tuned one on topics it "
+                  "never read)", "",
                   "| measure | before → after (difference [CI]) |", "|---|---|"]
         for side in ("leave_out", "out_of_domain"):
             auroc = zones.get(f"auroc_{side}")

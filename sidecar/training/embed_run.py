@@ -34,12 +34,13 @@ from sidecar.training.run import ForumTooSmall, forum_name
 
 log = logging.getLogger(__name__)
 
-# Parameters above which a CPU trains too slowly to be worth it (bge-m3 has 568M): measured on
-# 2 vCPUs (docs/models.md), all-MiniLM-L6-v2 (22.7M) trains at 5.5 pairs/s, so a model of this
-# size would take about a night for a few thousand pairs. A GPU host trains them (--device cuda).
+# Parameters above which a CPU trains too slowly to be worth it (bge-m3 has 568M). Measured
+# side by side on 2 vCPUs (`sidecar bench --part train-embedder`, 128 tokens, batches of 32):
+# all-MiniLM-L6-v2 trains at 4.5 pairs/s, an encoder of bge-m3's shape (24 layers x 1,024) at
+# 0.39, so a few thousand pairs take a night. A GPU host trains them (--device cuda).
 CPU_MAX_PARAMS = 150_000_000
-CPU_PAIRS_PER_S_MINILM = 5.5
-MINILM_PARAMS = 22_700_000
+CPU_PAIRS_PER_S_MINILM = 4.5
+CPU_PAIRS_PER_S_BGE_M3_SHAPE = 0.39
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,13 @@ def check_device(folder: Path, device: str) -> None:
         return
     params = parameter_count(folder)
     if params > CPU_MAX_PARAMS:
-        rate = CPU_PAIRS_PER_S_MINILM * MINILM_PARAMS / params
+        rate = CPU_PAIRS_PER_S_BGE_M3_SHAPE
         raise InvalidInput(
-            f"{folder.name} has about {params / 1e6:.0f}M parameters: on this CPU it would "
-            f"train at about {rate:.2f} pairs/s (all-MiniLM-L6-v2, 23M, trains at "
-            f"{CPU_PAIRS_PER_S_MINILM} pairs/s on 2 vCPUs), {3000 / rate / 3600:.1f} h for 3,000 "
-            "pairs. Train it on a GPU host (`--device cuda`, docs/models.md), or tune a smaller "
+            f"{folder.name} has about {params / 1e6:.0f}M parameters: an encoder of bge-m3's "
+            f"shape trains at {rate} pairs/s on 2 vCPUs (all-MiniLM-L6-v2 at "
+            f"{CPU_PAIRS_PER_S_MINILM}, measured side by side by `sidecar bench --part "
+            f"train-embedder`), {3000 / rate / 3600:.1f} h for 3,000 pairs. Train it on a GPU "
+            "host (`--device cuda`, docs/models.md), or tune a smaller "
             f"model; CPUs take models up to {CPU_MAX_PARAMS / 1e6:.0f}M parameters")
 
 
