@@ -10,144 +10,31 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from redis import Redis
-
-from models.protocols import Reranker
 from sidecar.answer.condense import Condensed, Condenser
 from sidecar.answer.ollama import ChatLLM, OllamaChat
+from sidecar.answer.pipeline_types import Assessment, PipelineResources, RetrievalOutcome
 from sidecar.answer.rerank import POSTS_PER_TOPIC, Candidate, by_relevance, cross_encode
 from sidecar.config.settings import Settings
 from sidecar.core.condense import Turn
 from sidecar.core.evidence import PostText, evidence_item, plain_text
 from sidecar.core.gate import GateDecision, check_input
 from sidecar.core.knee import knee_cut
-from sidecar.core.rerank_score import Residual
 from sidecar.core.trace import StepFailed, Trace
 from sidecar.core.types import TopicHit
 from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
-from sidecar.db import Database
-from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.evidence_read import neighbour_posts
 from sidecar.db.forum_read import PostRecord, public_posts
 from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.errors import ConfigurationError
-from sidecar.search.profile import ProfileState
-from sidecar.search.service import SearchOptions, SearchOutcome, SearchService
+from sidecar.search.service import SearchOptions
 
 log = logging.getLogger(__name__)
 
 # Stages that a gated request never reaches, in pipeline order.
 _SEARCH_STAGES = ("condense", "embed", "semantic", "keyword", "fuse", "aggregate", "link",
                   "rerank")
-
-
-class PipelineResources(Protocol):
-    """What the pipeline takes of the process's resources.
-
-    ``sidecar.runtime.resources.Resources`` is one: it builds the pipeline
-    (``Resources.retrieval``), so the pipeline names what it reads here rather than importing the
-    runtime that imports it.
-    """
-
-    @property
-    def settings(self) -> Settings:
-        """The process's settings."""
-        ...
-
-    @property
-    def db(self) -> Database:
-        """The connection pool."""
-        ...
-
-    @property
-    def redis(self) -> Redis:
-        """The Redis client (the condenser's cache and budget)."""
-        ...
-
-    @property
-    def model(self) -> RegisteredModel:
-        """The serving embedding model, as registered."""
-        ...
-
-    @property
-    def search(self) -> SearchService:
-        """The search the pipeline runs wide."""
-        ...
-
-    @property
-    def profile(self) -> ProfileState:
-        """The served search profile (its calibrated zones)."""
-        ...
-
-    @property
-    def reranker(self) -> Reranker | None:
-        """The cross-encoder, if one is configured and loaded."""
-        ...
-
-    @property
-    def reranker_error(self) -> str | None:
-        """Why the configured cross-encoder is not loaded, if it is not."""
-        ...
-
-    @property
-    def reranker_residual(self) -> Residual | None:
-        """The cosine the served reranker corrects (a forum-trained one), else None."""
-        ...
-
-
-@dataclass
-class Assessment:
-    """What one query found and the zone it gets, before any evidence is written."""
-
-    found: SearchOutcome
-    candidates: list[Candidate]  # reranked (or in fused order), best first
-    kept: list[Candidate]  # the first ``limit``
-    kind: ScorerKind
-    scorer: str
-    top: float | None  # the best kept score: what the zone reads
-    zone: Zone
-    reason: str
-    rerank_error: str | None
-    options: SearchOptions
-
-
-@dataclass
-class RetrievalOutcome:
-    """Everything one retrieval decided; ``as_dict`` is the response body."""
-
-    retrieval_id: uuid.UUID
-    query: str
-    query_source: str
-    zone: Zone
-    zone_reason: str
-    gate: GateDecision
-    scorer: str
-    top_score: float | None
-    evidence: list[dict[str, Any]]
-    candidates: list[dict[str, Any]]
-    trace: Trace
-    condensed: Condensed | None = None
-    rerank_error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON answer of ``POST /v1/retrieve``."""
-        return {
-            "retrieval_id": str(self.retrieval_id),
-            "query": self.query,
-            "query_source": self.query_source,
-            "zone": self.zone.value,
-            "zone_reason": self.zone_reason,
-            "gate": {"passed": self.gate.passed,
-                     "reason": self.gate.reason.value if self.gate.reason else None},
-            "scorer": self.scorer,
-            "top_score": self.top_score,
-            "evidence": self.evidence,
-            "trace": self.trace.as_list(),
-        }
 
 
 def thresholds(settings: Settings, kind: ScorerKind) -> Thresholds:

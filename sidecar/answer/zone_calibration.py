@@ -33,7 +33,8 @@ from tqdm import tqdm
 
 from models.errors import ModelLoadError
 from models.manifest import read_manifest
-from sidecar.answer.pipeline import Assessment, PipelineResources, RetrievalPipeline
+from sidecar.answer.pipeline import RetrievalPipeline
+from sidecar.answer.pipeline_types import Assessment, PipelineResources
 from sidecar.config.settings import Settings
 from sidecar.core.answerability import (
     MIN_QUESTIONS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
-from sidecar.answer.pipeline import RetrievalOutcome
+from sidecar.answer.pipeline_types import RetrievalOutcome
 from sidecar.api.context import get_metrics, get_resources, parse_body, respond
 from sidecar.api.metrics import Metrics
 from sidecar.api.openapi import BODY_ERRORS, documented

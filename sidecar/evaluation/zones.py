@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from sidecar.answer.pipeline import Assessment, RetrievalPipeline
+from sidecar.answer.pipeline import RetrievalPipeline
+from sidecar.answer.pipeline_types import Assessment
 from sidecar.answer.zone_calibration import asked_scores, calibrate_zones
 from sidecar.config.settings import Settings
 from sidecar.core.answerability import Combined, ZoneCalibration, calibrate, top_keyword
