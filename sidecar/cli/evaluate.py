@@ -51,6 +51,11 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
                    "judged relevant to its questions), then evaluate with it served.")
 @click.option("--train-minutes", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="--train-reranker / --train-embedder: the training budget.")
+@click.option("--train-epochs", type=click.FloatRange(min=0.1, max=10), default=1.0,
+              show_default=True, help="--train-embedder: epochs over the mined pairs.")
+@click.option("--train-mix", type=click.FloatRange(min=0.05, max=1.0), default=1.0,
+              show_default=True, help="--train-embedder: the share of the tuned weights in the "
+                                      "model measured (the rest the base's; 1: tuned alone).")
 @click.option("--train-embedder", is_flag=True,
               help="Tune the embedder on the dump's forum (never a topic judged relevant to its "
                    "questions), then evaluate before and after, paired: retrieval (both query "
@@ -60,8 +65,8 @@ DEFAULT_DUMP = Path("../shared/eval/qatarliving")
 def evaluate(ctx: click.Context, dump: Path, configs: tuple[str, ...], baseline: str,
              out: Path, seed: int, resamples: int, query_fields: str, no_png: bool,
              list_configs: bool, allow_rejected: bool, part: str, ood: tuple[Path, ...],
-             folds: int, train_reranker: bool, train_minutes: float,
-             train_embedder: bool) -> None:
+             folds: int, train_reranker: bool, train_minutes: float, train_epochs: float,
+             train_mix: float, train_embedder: bool) -> None:
     """Hit@k, MRR@10, nDCG@10, post Hit@5 and SemEval MAP per configuration, with CIs.
 
     The dump is imported and embedded once into a database of its own (reused while the dump,
@@ -80,9 +85,15 @@ def evaluate(ctx: click.Context, dump: Path, configs: tuple[str, ...], baseline:
     if not (dump / "queries.jsonl").is_file():
         raise click.UsageError(
             f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
+    recipe = {"train_epochs": train_epochs, "train_mix": train_mix}
+    if not train_embedder and any(ctx.get_parameter_source(k) is not
+                                  click.core.ParameterSource.DEFAULT for k in recipe):
+        raise click.UsageError("--train-epochs and --train-mix tune the embedder: add "
+                               "--train-embedder")
     if train_embedder:
         explicit = ctx.get_parameter_source("part") is not click.core.ParameterSource.DEFAULT
-        _embedder_before_after(settings, dump, ood, minutes=train_minutes, out=out, seed=seed,
+        _embedder_before_after(settings, dump, ood, minutes=train_minutes, epochs=train_epochs,
+                               mix=train_mix, out=out, seed=seed,
                                resamples=min(resamples, 2000), parts=(part,) if explicit
                                else None)
         return
@@ -148,8 +159,8 @@ def _zones(settings: Settings, dump: Path, ood: tuple[Path, ...], *, folds: int,
 
 
 def _embedder_before_after(settings: Settings, dump: Path, ood: tuple[Path, ...], *,
-                           minutes: float, out: Path, seed: int, resamples: int,
-                           parts: tuple[str, ...] | None) -> None:
+                           minutes: float, epochs: float, mix: float, out: Path, seed: int,
+                           resamples: int, parts: tuple[str, ...] | None) -> None:
     """`sidecar eval --train-embedder`: write FILE.json and FILE.md."""
     # Heavy (the models, torch while training): loaded when the command runs.
     import json
@@ -167,7 +178,8 @@ def _embedder_before_after(settings: Settings, dump: Path, ood: tuple[Path, ...]
         shapes = ["text", "subject+body"]
     except InvalidInput:
         shapes = ["text"]
-    doc = run_embedder_eval(settings, dump, EmbedOptions(budget_s=minutes * 60),
+    options = EmbedOptions(budget_s=minutes * 60, epochs=epochs, mix=mix)
+    doc = run_embedder_eval(settings, dump, options,
                             parts=parts or PARTS, query_fields=shapes, ood=ood,
                             resamples=resamples, seed=seed)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -134,9 +134,11 @@ def to_markdown(doc: dict[str, Any]) -> str:
     """The before/after tables (``*``: the 95% CI of the difference excludes 0)."""
     meta = doc["meta"]
     run = meta["training"].get("run", {})
+    config = meta["training"].get("config", {})
     lines = [f"## The embedder tuned on {Path(meta['dump']).name}: before and after", "",
              f"Base `{meta['base']}`, tuned `{meta['tuned']}`: {run.get('pairs_seen')} pairs, "
-             f"{run.get('seconds')} s, {run.get('pairs_per_s')} pairs/s. {meta['queries']} "
+             f"{run.get('seconds')} s, {run.get('pairs_per_s')} pairs/s, "
+             f"{config.get('epochs')} epoch(s), mix {config.get('mix')}. {meta['queries']} "
              f"judged questions; paired bootstrap 95% CIs ({meta['resamples']} resamples); "
              "`*`: excludes 0.", ""]
     for fields, configs in doc.get("retrieval", {}).items():
