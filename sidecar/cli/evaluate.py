@@ -85,9 +85,9 @@ def evaluate(ctx: click.Context, dump: Path, configs: tuple[str, ...], baseline:
     if not (dump / "queries.jsonl").is_file():
         raise click.UsageError(
             f"no evaluation dump at {dump} (queries.jsonl missing): pass --dump DIR")
-    recipe = {"train_epochs": train_epochs, "train_mix": train_mix}
     if not train_embedder and any(ctx.get_parameter_source(k) is not
-                                  click.core.ParameterSource.DEFAULT for k in recipe):
+                                  click.core.ParameterSource.DEFAULT
+                                  for k in ("train_epochs", "train_mix")):
         raise click.UsageError("--train-epochs and --train-mix tune the embedder: add "
                                "--train-embedder")
     if train_embedder:
