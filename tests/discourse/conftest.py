@@ -4,6 +4,7 @@ a Discourse site has in front of it."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -104,9 +105,15 @@ def secrets(tool: str, **overrides: str | None) -> dict[str, str | None]:
 
 def run_tool(name: str, context: dict[str, Any], network: Network, forum: Forum,
              params: dict[str, Any] | None = None, llm: StandInLLM | None = None,
-             bot_user_id: int = SYSTEM_USER_ID, **secret_values: str | None) -> Any:
-    """Run ``deploy/discourse/<name>`` once; the run's record has ``created`` posts added."""
+             bot_user_id: int = SYSTEM_USER_ID, settings: dict[str, str] | None = None,
+             **secret_values: str | None) -> Any:
+    """Run ``deploy/discourse/<name>`` once, its head's ``settings`` changed as an admin would
+    (``{"MODE": '"forum"'}``); the run's record has ``created`` posts added."""
     script = (DEPLOY / name).read_text(encoding="utf-8")
+    for setting, value in (settings or {}).items():
+        script, n = re.subn(rf"^var {setting} = .*;", f"var {setting} = {value};", script,
+                            count=1, flags=re.M)
+        assert n == 1, f"no setting {setting} at the head of {name}"
     forum.bot_user_id = bot_user_id
     api = DiscourseApi(forum)
     run = ToolRunner(Tool(script, secrets(name, **secret_values)), context, network, api,

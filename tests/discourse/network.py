@@ -45,6 +45,7 @@ class Sent:
     headers: dict[str, str]
     body: str | None
     status: int | None = None
+    response: str | None = None  # the body the script got
     error: str | None = None
 
 
@@ -72,6 +73,7 @@ class Network:
             raise RuntimeError(record.error)
         try:
             record.status, text = self._send(record)
+            record.response = text
         except Exception as error:
             record.error = str(error)
             raise
