@@ -122,17 +122,21 @@ function call(path, body) {
 // posts just before the mention, as the member may see them.
 function conversation(question) {
   var names = knownNames();
-  var earlier = [];
-  if (!context.private_message && EARLIER_POSTS > 0 && context.topic_id && context.user_id > 0) {
-    earlier = earlierPosts(names);
+  var mention = null; // the member's post that mentioned the agent, read as the member
+  if (context.post_id && context.user_id > 0) {
+    mention = discourse.getPost(context.post_id, { as_user_id: context.user_id });
+    if (mention) addNames(names, mention);
   }
-  return earlier.concat([{ role: "user", content: scrub(question, names).slice(0, QUESTION_CHARS) }]);
+  var earlier = [];
+  if (mention && !context.private_message && EARLIER_POSTS > 0) {
+    earlier = earlierPosts(mention, names);
+  }
+  var asked = scrub(question, names).slice(0, QUESTION_CHARS);
+  return earlier.concat([{ role: "user", content: asked }]);
 }
 
-function earlierPosts(names) {
-  var scope = { as_user_id: context.user_id };
-  var mention = context.post_id ? discourse.getPost(context.post_id, scope) : null;
-  if (!mention || !isPublic(mention.topic)) return [];
+function earlierPosts(mention, names) {
+  if (!isPublic(mention.topic)) return [];
   var wanted = [1]; // the opening post, then the ones just before the mention
   for (var n = Math.max(2, mention.post_number - EARLIER_POSTS + 1); n < mention.post_number; n++) {
     wanted.push(n);
