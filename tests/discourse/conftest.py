@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.answer.conftest import variant
+from tests.answer.ollama_server import OllamaServer
 from tests.conftest import API_KEY, demo_forum, owner_url
 from tests.discourse.discourse_api import DiscourseApi
 from tests.discourse.forum import SYSTEM_USER_ID, Forum
@@ -48,12 +50,28 @@ def forum(discourse_state: Any) -> Forum:
 
 
 @pytest.fixture(scope="session")
-def sidecar_server(discourse_state: Any) -> Iterator[str]:
-    """The sidecar's API over HTTP on a free port."""
+def sidecar_llm() -> Iterator[OllamaServer]:
+    """The sidecar's own LLM: a local server speaking Ollama's API."""
+    server = OllamaServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm_server(sidecar_llm: OllamaServer) -> OllamaServer:
+    """The sidecar's LLM reset, no request recorded."""
+    sidecar_llm.reset()
+    return sidecar_llm
+
+
+@pytest.fixture(scope="session")
+def sidecar_server(discourse_state: Any, sidecar_llm: OllamaServer) -> Iterator[str]:
+    """The sidecar's API over HTTP on a free port, its answers written by ``sidecar_llm``."""
     from models.host import ThreadedHost
     from sidecar.api.app import create_app
 
-    with ThreadedHost(create_app(discourse_state.settings, discourse_state)) as host:
+    res = variant(discourse_state, ollama_url=sidecar_llm.url)
+    with ThreadedHost(create_app(res.settings, res)) as host:
         yield host.url
 
 
