@@ -81,9 +81,9 @@ FORUM_READS: tuple[ForumRead, ...] = (
     ForumRead("users", ("id", "admin", "moderator"),
               "a reply by staff, for the linked post (no name, no e-mail)"),
     ForumRead("search_logs", ("term", "search_result_id", "search_result_type", "search_type",
-                              "user_id", "ip_address", "crawler", "likely_crawler"),
+                              "user_id", "crawler", "likely_crawler"),
               "`sidecar tune`, `sidecar train-reranker`: members' searches and clicks; user "
-              "ids and addresses are only counted in SQL (distinct members), never read out",
+              "ids are only counted in SQL (distinct members), never read out",
               optional="Discourse's search log"),
     ForumRead("topic_custom_fields", ("id", "topic_id", "name", "value"),
               "accepted answers as older discourse-solved versions stored them",
