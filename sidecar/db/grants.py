@@ -40,6 +40,21 @@ SIDECAR_MODEL_IDS_FROM = 100_001
 DEFAULT_ROLE = "sidecar"
 # discourse-ai's registry of models: where it exists, ai_posts_embeddings is discourse-ai's.
 DISCOURSE_AI_MARKER = "embedding_definitions"
+# The schemas (ours and PostgreSQL's aside) where PUBLIC, so the sidecar's role too, may create:
+# PostgreSQL 14 and older grant it on public. Discourse's own role owns that schema (its install
+# makes it so), so taking it back from PUBLIC leaves Discourse as it is.
+PUBLIC_CREATE = (
+    "SELECT n.nspname FROM pg_catalog.pg_namespace n"
+    f" WHERE n.nspname <> '{SCHEMA}' AND n.nspname NOT LIKE 'pg\\_%'"
+    " AND n.nspname <> 'information_schema' AND EXISTS (SELECT FROM pg_catalog.aclexplode("
+    "coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a"
+    " WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid AND a.privilege_type = 'CREATE')"
+    " ORDER BY 1")
+PUBLIC_CREATE_WARNING = (
+    "PUBLIC may create in the schema %s (PostgreSQL 14 and older grant it on public), and so "
+    "may the sidecar's role: a function it made there would run as the forum's own role. As a "
+    "superuser, once the forum's own role owns the schema (Discourse's install makes it so: "
+    "\\dn+ shows the owner), run: REVOKE CREATE ON SCHEMA %s FROM PUBLIC")
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,12 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
          "    EXECUTE format('ALTER %s %I.%I OWNER TO \"" + r + "\"',\n"
          "                   CASE t.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,"
          " t.nspname, t.relname);\n"
+         "  END LOOP;\nEND $$"),
+        ("PostgreSQL 14 and older let PUBLIC create in the schema public: said, never changed"
+         " here (the forum's own role may rely on it)",
+         "DO $$ DECLARE s record; BEGIN\n"
+         f"  FOR s IN {PUBLIC_CREATE}\n  LOOP\n"
+         f"    RAISE WARNING '{_plpgsql(PUBLIC_CREATE_WARNING)}', s.nspname, s.nspname;\n"
          "  END LOOP;\nEND $$"),
     ]
     return steps

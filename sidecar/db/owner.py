@@ -20,7 +20,13 @@ from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
 from sidecar.core.strategy import STRATEGY_VERSIONS
-from sidecar.db.grants import SIDECAR_MODEL_IDS_FROM, apply_grants, check_role
+from sidecar.db.grants import (
+    PUBLIC_CREATE,
+    PUBLIC_CREATE_WARNING,
+    SIDECAR_MODEL_IDS_FROM,
+    apply_grants,
+    check_role,
+)
 from sidecar.db.owner_trust import (
     OWNER_SEARCH_PATH,
     VECTOR_TABLE_QUALIFIED,
@@ -201,4 +207,6 @@ def upgrade_as_owner(url: str, role: str, build: IndexBuild) -> dict[str, Any]:
         steps = owner_steps(conn, build, role=role)
         for step in steps:
             conn.execute(step.encode())
-    return {"role": role, "granted": True, "ran": steps}
+        warnings = [PUBLIC_CREATE_WARNING % (name, name) for name, in
+                    conn.cursor(row_factory=tuple_row).execute(PUBLIC_CREATE).fetchall()]
+    return {"role": role, "granted": True, "ran": steps, "warnings": warnings}
