@@ -132,6 +132,9 @@ def prepare_model(
     ``task`` is ``"embed"`` or ``"rerank"``; ``quantize`` is ``None``/``"none"`` or ``"int8"``.
     Idempotent: when ``out_dir`` already holds a manifest for the same source, task and
     quantisation whose checksum matches the ONNX file, it is returned without re-exporting.
+    Otherwise the model is prepared in a new folder beside it and renamed into place: an older
+    model there is replaced whole, a folder holding anything else (or a link, or a file) is
+    refused (ModelError) and left as it is.
     """
     if task not in ("embed", "rerank"):
         raise ModelError(f"task must be 'embed' or 'rerank', got {task!r}")
@@ -147,69 +150,106 @@ def prepare_model(
             write_manifest(out, existing)
         return existing
 
-    out.mkdir(parents=True, exist_ok=True)
-    # Without its manifest the folder is "incomplete", so a crash below never leaves a model
-    # that looks valid.
-    (out / MANIFEST_FILE).unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory(dir=out, prefix=".staging-") as tmp:
-        staging = Path(tmp)
-        shipped = find_onnx(local) if local else None
-        if (
-            local
-            and shipped
-            and ((local / TOKENIZER_FILE).is_file() or (shipped.parent / TOKENIZER_FILE).is_file())
-        ):
-            log.info("copying ONNX model from %s", shipped)
-            onnx_path = _copy_onnx(shipped, staging)
-            copy_metadata(shipped.parent, staging)
-            copy_metadata(local, staging)
-        elif local and is_supported(local):
-            log.info("exporting %s with the native exporter", local)
-            onnx_path = export_native(local, staging / "model.onnx", task)
-            copy_metadata(local, staging)
-        else:
-            log.info("exporting %s with optimum", canonical)
-            exported = export_with_optimum(str(local or canonical), task, staging / "optimum")
-            onnx_path = _copy_onnx(exported, staging)
-            copy_metadata(exported.parent, staging)
-            if local:
-                copy_metadata(local, staging)
-            else:
-                fetch_st_metadata(canonical, staging)
-            shutil.rmtree(staging / "optimum")
-        _ensure_tokenizer_json(staging, str(local or canonical))
-
-        if quantization == "int8":
-            quantized = quantize_int8(onnx_path, staging / "model_int8.onnx")
-            for part in [onnx_path, *external_data_files(onnx_path)]:
-                part.unlink()
-            onnx_path = quantized
-
-        meta = describe_model(staging, task, preset)
-        dimensions = _probe_dimensions(staging, onnx_path.name, task, meta["max_length"])
-        manifest = ModelManifest(
-            name=name or (preset.name if preset else Path(canonical).name),
-            task=task,  # type: ignore[arg-type]  # validated above
-            dimensions=dimensions,
-            version=MANIFEST_VERSION,
-            checksum=compute_checksum(onnx_path),
-            onnx_file=onnx_path.name,
-            quantization=quantization,  # type: ignore[arg-type]
-            source=canonical,
-            **meta,
-        )
-        _install(staging, out)
-    write_manifest(out, manifest)
+    _check_target(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Prepared in a folder of its own beside the target, then renamed into place whole: nothing
+    # that was in the target (a stale file, a planted link) mixes into the new model, and a
+    # crash never leaves a folder that looks valid.
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.staging-"))
+    try:
+        manifest = _prepare_into(staging, canonical, local, preset, task, quantization, name)
+        _claim(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return manifest
 
 
-def _install(staging: Path, out: Path) -> None:
-    """Move staged files into ``out``, replacing stale graphs from an earlier preparation."""
-    for old in out.iterdir():
-        if old.is_file() and (old.suffix == ".onnx" or old.name.endswith((".onnx_data", ".data"))):
-            old.unlink()
-    for item in staging.iterdir():
-        target = out / item.name
-        if target.is_dir():
-            shutil.rmtree(target)
-        os.replace(item, target)
+def _prepare_into(staging: Path, canonical: str, local: Path | None, preset: Preset | None,
+                  task: str, quantization: str, name: str | None) -> ModelManifest:
+    """Export or copy the model into the new folder ``staging``, its manifest last."""
+    shipped = find_onnx(local) if local else None
+    if (
+        local
+        and shipped
+        and ((local / TOKENIZER_FILE).is_file() or (shipped.parent / TOKENIZER_FILE).is_file())
+    ):
+        log.info("copying ONNX model from %s", shipped)
+        onnx_path = _copy_onnx(shipped, staging)
+        copy_metadata(shipped.parent, staging)
+        copy_metadata(local, staging)
+    elif local and is_supported(local):
+        log.info("exporting %s with the native exporter", local)
+        onnx_path = export_native(local, staging / "model.onnx", task)
+        copy_metadata(local, staging)
+    else:
+        log.info("exporting %s with optimum", canonical)
+        exported = export_with_optimum(str(local or canonical), task, staging / "optimum")
+        onnx_path = _copy_onnx(exported, staging)
+        copy_metadata(exported.parent, staging)
+        if local:
+            copy_metadata(local, staging)
+        else:
+            fetch_st_metadata(canonical, staging)
+        shutil.rmtree(staging / "optimum")
+    _ensure_tokenizer_json(staging, str(local or canonical))
+
+    if quantization == "int8":
+        quantized = quantize_int8(onnx_path, staging / "model_int8.onnx")
+        for part in [onnx_path, *external_data_files(onnx_path)]:
+            part.unlink()
+        onnx_path = quantized
+
+    meta = describe_model(staging, task, preset)
+    dimensions = _probe_dimensions(staging, onnx_path.name, task, meta["max_length"])
+    manifest = ModelManifest(
+        name=name or (preset.name if preset else Path(canonical).name),
+        task=task,  # type: ignore[arg-type]  # validated by prepare_model
+        dimensions=dimensions,
+        version=MANIFEST_VERSION,
+        checksum=compute_checksum(onnx_path),
+        onnx_file=onnx_path.name,
+        quantization=quantization,  # type: ignore[arg-type]
+        source=canonical,
+        **meta,
+    )
+    write_manifest(staging, manifest)
+    return manifest
+
+
+def _holds_model(out: Path) -> bool:
+    # A folder a preparation made: its manifest a plain file (an older or tampered model).
+    manifest = out / MANIFEST_FILE
+    return manifest.is_file() and not manifest.is_symlink()
+
+
+def _check_target(out: Path) -> None:
+    """Refuse, before any work, a target that is a link or a file, or a folder with something
+    in it that is not a prepared model: a model folder is never written into."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ModelError(f"{out} is a link or a file, not a model folder: remove it, or prepare "
+                         "the model elsewhere")
+    if out.is_dir() and any(out.iterdir()) and not _holds_model(out):
+        raise ModelError(f"{out} holds files but no prepared model: a model is prepared into a "
+                         "folder of its own, never into one that holds other files; remove it, "
+                         "or prepare the model elsewhere")
+
+
+def _claim(staging: Path, out: Path) -> None:
+    """Rename the prepared ``staging`` into place as ``out``. An older model there (one a
+    preparation made) is moved aside whole, then deleted; anything else there, or anything
+    that appeared meanwhile, fails the rename (ModelError), and is left as it is."""
+    _check_target(out)
+    replaced: Path | None = None
+    if out.is_dir() and any(out.iterdir()):
+        replaced = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
+        os.rename(out, replaced / out.name)
+    try:
+        os.rename(staging, out)  # onto nothing, or an empty folder: fails if anything is there
+    except OSError as exc:
+        raise ModelError(f"cannot put the prepared model in place at {out}: {exc} (another "
+                         "process wrote there meanwhile?)") from exc
+    if replaced is not None:
+        shutil.rmtree(replaced, ignore_errors=True)
+
+

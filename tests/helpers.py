@@ -133,3 +133,13 @@ def write_tiny_encoder(out: Path) -> Path:
                  "special_tokens_map.json"):
         shutil.copy2(minilm_dir() / name, out / name)
     return out
+
+
+def add_members(conn: Any, user_ids: tuple[int, ...]) -> None:
+    """Signed-in members (not staff), as Discourse's ``users`` rows (``conn``: the forum's
+    owner): a search-log click counts by its member, logged-out visitors all as one."""
+    for uid in user_ids:
+        conn.execute(
+            "INSERT INTO users (id, username, username_lower, admin, moderator, created_at,"
+            " updated_at) VALUES (%s, %s, %s, false, false, now(), now())"
+            " ON CONFLICT (id) DO NOTHING", (uid, f"m{uid}", f"m{uid}"))

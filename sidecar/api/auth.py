@@ -1,10 +1,10 @@
 """Bearer-token authentication for the /v1 API (the shared parser of :mod:`models.web.auth`).
 
 Every key the API compares goes through :class:`ApiKeyGuard`, so that the wrong-key counts of
-:mod:`sidecar.moderation.throttle` see every guess: each key is counted for its client before it
-is compared (a right one is taken back), a client past its limit is refused (429) unseen, on the
-routes that need the key and on the open ones that say more to it (``/v1/health``). A request
-with no key is no guess: it is refused, never counted.
+:mod:`sidecar.moderation.throttle` see every guess: a wrong key is counted for its client, a
+right one never, and a client past its limit is refused (429) whatever its key, on the routes
+that need the key and on the open ones that say more to it (``/v1/health``). A request with no
+key is no guess: it is refused, never counted.
 """
 
 from __future__ import annotations
@@ -33,18 +33,18 @@ class ApiKeyGuard:
 
     def require(self) -> None:
         """Raise Unauthorized unless the request carries ``Authorization: Bearer <key>``, and
-        TooManyRequests when its client is past its limit (key not compared) or this wrong key
+        TooManyRequests when its client is past its limit (whatever its key) or this wrong key
         takes it past a limit. No key at all is not a guess and is not counted."""
         token = request_bearer()
         if token is None:
             raise Unauthorized("missing bearer token: send Authorization: Bearer "
                                "<SIDECAR_API_KEY>")
         client = request.remote_addr
-        attempt = self._throttle.admit(client)  # counted before it is compared
+        right = token_matches(token, self._key)
+        attempt = self._throttle.settle(client, right)  # the answer, decided atomically
         if attempt is None:
             raise TooManyRequests(THROTTLED)
-        if token_matches(token, self._key):
-            self._throttle.release(client, attempt)
+        if right:
             return
         if self._throttle.failed(client, attempt):
             raise TooManyRequests(THROTTLED)
@@ -52,7 +52,7 @@ class ApiKeyGuard:
 
     def present(self) -> bool:
         """True when the request carries the right key (for open routes that say more to it);
-        a wrong key counts as a guess there too, and a client past its limit is not compared."""
+        a wrong key counts as a guess there too, and a client past its limit is refused."""
         if request_bearer() is None:
             return False
         try:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 from sidecar.cli.backfill import backfill
 from sidecar.cli.bench import bench
@@ -47,11 +48,23 @@ class SidecarGroup(click.Group):
             sys.exit(2)
 
 
+def _env_name(loc: tuple[int | str, ...]) -> str:
+    """The environment variable a refused setting came from (``SIDECAR_*``, or an alias)."""
+    name = str(loc[0]).upper() if loc else "SIDECAR"
+    return name if name.startswith("SIDECAR_") or name.endswith("_URL") else f"SIDECAR_{name}"
+
+
 @click.group(cls=SidecarGroup)
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """Forum RAG sidecar."""
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except ValidationError as exc:  # refused settings: what and why, without a traceback
+        problems = "; ".join(f"{_env_name(e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in exc.errors())
+        click.secho(f"error: the settings are refused: {problems}", fg="red", err=True)
+        sys.exit(2)
     setup_logging(settings.log_level)
     ctx.obj = settings
 

@@ -264,10 +264,11 @@ class Settings(BaseSettings):
     # Distinct askers (retrievals without an asker id are one) before the normal threshold is
     # read from the members' questions.
     calibration_min_askers: int = Field(default=30, ge=1)
-    # `sidecar tune` and `sidecar train-reranker` (sidecar/db/judgements_read.py): distinct
-    # members (signed-in by user id, visitors by network; staff and crawlers left out) who must
-    # have opened a topic for a search term before the pair counts as judged.
-    click_min_members: int = Field(default=3, ge=2)
+    # `sidecar tune`, `sidecar train-reranker`, `sidecar train-embedder` and its guard
+    # (sidecar/db/judgements_read.py): distinct members (signed-in by user id; logged-out
+    # visitors all one; staff and crawlers left out) who must have opened a topic for a search
+    # term before the pair counts as judged. At least 3 (checked below).
+    click_min_members: int = 3
     evidence_chars: int = 320
     evidence_neighbours: int = 0
 
@@ -312,6 +313,16 @@ class Settings(BaseSettings):
     def _check_ts_config(cls, value: str) -> str:
         if not _TS_CONFIG.match(value):
             raise ValueError(f"not a text search configuration name: {value!r}")
+        return value
+
+    @field_validator("click_min_members")
+    @classmethod
+    def _check_click_members(cls, value: int) -> int:
+        if value < 3:
+            raise ValueError(
+                f"{value} is refused: at least 3 distinct members must have clicked a result "
+                "before it counts as a judgement (with 2, one person and a second account, or "
+                "a member and any logged-out visitor, plant one)")
         return value
 
     @field_validator("embedded_pg_shared_buffers")

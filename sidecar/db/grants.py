@@ -12,12 +12,20 @@ by that SQL, so a query that reads a column missing here fails the suite: Postgr
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
+from sidecar.db.owner_trust import (
+    CARRIES,
+    NOT_A_TABLE,
+    OWNER_SEARCH_PATH,
+    TABLE_KINDS,
+    check_role,
+    pinned_search_path,
+    planted_query,
+)
 from sidecar.db.schema import (
     FORUM_SCHEMA,
     SCHEMA,
@@ -25,7 +33,6 @@ from sidecar.db.schema import (
     VECTOR_TABLE,
     VECTOR_TABLE_DDL,
 )
-from sidecar.errors import InvalidInput
 
 # The sidecar's model ids start here (migration sidecar/0001): discourse-ai's
 # embedding_definitions ids stay far below, so both share ai_posts_embeddings.
@@ -33,7 +40,21 @@ SIDECAR_MODEL_IDS_FROM = 100_001
 DEFAULT_ROLE = "sidecar"
 # discourse-ai's registry of models: where it exists, ai_posts_embeddings is discourse-ai's.
 DISCOURSE_AI_MARKER = "embedding_definitions"
-_ROLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")  # the whole name: fullmatch, never match
+# The schemas (ours and PostgreSQL's aside) where PUBLIC, so the sidecar's role too, may create:
+# PostgreSQL 14 and older grant it on public. Discourse's own role owns that schema (its install
+# makes it so), so taking it back from PUBLIC leaves Discourse as it is.
+PUBLIC_CREATE = (
+    "SELECT n.nspname FROM pg_catalog.pg_namespace n"
+    f" WHERE n.nspname <> '{SCHEMA}' AND n.nspname NOT LIKE 'pg\\_%'"
+    " AND n.nspname <> 'information_schema' AND EXISTS (SELECT FROM pg_catalog.aclexplode("
+    "coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a"
+    " WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid AND a.privilege_type = 'CREATE')"
+    " ORDER BY 1")
+PUBLIC_CREATE_WARNING = (
+    "PUBLIC may create in the schema %s (PostgreSQL 14 and older grant it on public), and so "
+    "may the sidecar's role: a function it made there would run as the forum's own role. As a "
+    "superuser, once the forum's own role owns the schema (Discourse's install makes it so: "
+    "\\dn+ shows the owner), run: REVOKE CREATE ON SCHEMA %s FROM PUBLIC")
 
 
 @dataclass(frozen=True)
@@ -75,9 +96,9 @@ FORUM_READS: tuple[ForumRead, ...] = (
     ForumRead("users", ("id", "admin", "moderator"),
               "a reply by staff, for the linked post (no name, no e-mail)"),
     ForumRead("search_logs", ("term", "search_result_id", "search_result_type", "search_type",
-                              "user_id", "ip_address", "crawler", "likely_crawler"),
+                              "user_id", "crawler", "likely_crawler"),
               "`sidecar tune`, `sidecar train-reranker`: members' searches and clicks; user "
-              "ids and addresses are only counted in SQL (distinct members), never read out",
+              "ids are only counted in SQL (distinct members), never read out",
               optional="Discourse's search log"),
     ForumRead("topic_custom_fields", ("id", "topic_id", "name", "value"),
               "accepted answers as older discourse-solved versions stored them",
@@ -98,13 +119,6 @@ READS: dict[str, ForumRead] = {read.table: read for read in FORUM_READS}
 def is_sidecar_table(name: str) -> bool:
     """A table the sidecar creates and owns (``ai_posts_embeddings`` is decided apart)."""
     return name.startswith("sidecar_")
-
-
-def check_role(role: str) -> str:
-    """The role name, when it is a plain lower-case identifier (it is pasted into SQL)."""
-    if not _ROLE.fullmatch(role):
-        raise InvalidInput(f"not a plain role name (lower-case letters, digits, _): {role!r}")
-    return role
 
 
 def _columns(read: ForumRead) -> str:
@@ -132,7 +146,10 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
     Every statement runs in one transaction (no ``CONCURRENTLY`` here).
     """
     r = check_role(role)
+    not_mine = f"OPERATOR(pg_catalog.<>) '{r}'::pg_catalog.regrole"
     steps: list[tuple[str, str]] = [
+        ("first: this session searches PostgreSQL's catalogue only, nothing the role made",
+         f"SET LOCAL search_path = {OWNER_SEARCH_PATH}"),
         ("the role: it logs in, and is nothing more",
          f"DO $$ BEGIN\n  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{r}') THEN\n"
          f"    CREATE ROLE \"{r}\" LOGIN;\n  END IF;\nEND $$"),
@@ -167,7 +184,7 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
          "  FOR t IN SELECT c.relname FROM pg_class c\n"
          "      JOIN pg_namespace n ON n.oid = c.relnamespace\n"
          "      WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')\n"
-         f"        AND c.relname NOT LIKE 'sidecar\\_%' AND c.relowner <> '{r}'::regrole\n"
+         f"        AND c.relname NOT LIKE 'sidecar\\_%' AND c.relowner {not_mine}\n"
          f"  LOOP\n    EXECUTE format('REVOKE ALL ON public.%I FROM \"{r}\"', t.relname);\n"
          "  END LOOP;\nEND $$"),
     ]
@@ -184,10 +201,7 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
         (f"{VECTOR_TABLE}, in the forum's schema: discourse-ai's where it made it, else made"
          " here; never the role's (an owner could hang triggers on it, and indexing it needs"
          " CREATE on the schema: its owner builds its indexes, `sidecar db owner-sql`)",
-         f"DO $$ BEGIN\n  IF to_regclass('{vector}') IS NULL THEN\n{made}"
-         f"  ELSIF (SELECT relowner FROM pg_class WHERE oid = '{vector}'::regclass)"
-         f" = '{r}'::regrole THEN\n"
-         f"    ALTER TABLE {vector} OWNER TO CURRENT_USER;\n  END IF;\nEND $$"),
+         _vector_table(r, made)),
         ("the role reads and writes its own models' rows there",
          f'GRANT SELECT, INSERT, UPDATE, DELETE ON {vector} TO "{r}"'),
         ("the sidecar's own tables, made earlier under another role, become the role's (those"
@@ -197,7 +211,7 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
          "      JOIN pg_namespace n ON n.oid = c.relnamespace\n"
          f"      WHERE (n.nspname = '{SCHEMA}' OR (n.nspname = '{FORUM_SCHEMA}'"
          " AND c.relname LIKE 'sidecar\\_%'))\n"
-         f"        AND c.relkind IN ('r', 'p', 'S') AND c.relowner <> '{r}'::regrole\n"
+         f"        AND c.relkind IN ('r', 'p', 'S') AND c.relowner {not_mine}\n"
          "        AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass\n"
          "                        AND d.objid = c.oid AND d.deptype IN ('a', 'i'))\n"
          "  LOOP\n"
@@ -205,8 +219,44 @@ def grant_statements(role: str = DEFAULT_ROLE) -> list[tuple[str, str]]:
          "                   CASE t.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,"
          " t.nspname, t.relname);\n"
          "  END LOOP;\nEND $$"),
+        ("PostgreSQL 14 and older let PUBLIC create in the schema public: said, never changed"
+         " here (the forum's own role may rely on it)",
+         "DO $$ DECLARE s record; BEGIN\n"
+         f"  FOR s IN {PUBLIC_CREATE}\n  LOOP\n"
+         f"    RAISE WARNING '{_plpgsql(PUBLIC_CREATE_WARNING)}', s.nspname, s.nspname;\n"
+         "  END LOOP;\nEND $$"),
     ]
     return steps
+
+
+def _plpgsql(message: str) -> str:
+    """A message of this module (``%s`` for each value) as a RAISE format in a literal."""
+    return message.replace("'", "''").replace("%s", "%")
+
+
+def _vector_table(r: str, made: str) -> str:
+    # Made here where it is missing; refused where it is not a table or carries what the role
+    # made (owner_trust.py says why); handed to the owner where an older version gave it to the
+    # role, only then.
+    vector = f"{FORUM_SCHEMA}.{VECTOR_TABLE}"
+    where = f"c.oid OPERATOR(pg_catalog.=) to_regclass('{vector}')"
+    return (
+        "DO $$ DECLARE kind \"char\"; found text; BEGIN\n"
+        f"  kind := (SELECT c.relkind FROM pg_class c WHERE {where});\n"
+        f"  IF kind IS NULL THEN\n{made}"
+        f"  ELSIF kind NOT IN ({', '.join(repr(k) for k in TABLE_KINDS)}) THEN\n"
+        f"    RAISE EXCEPTION '{_plpgsql(NOT_A_TABLE)}', kind;\n"
+        "  ELSE\n"
+        "    SELECT string_agg(p.what || ' uses ' || p.uses, '; ') INTO found\n"
+        f"      FROM ({planted_query(r)}) p;\n"
+        "    IF found IS NOT NULL THEN\n"
+        f"      RAISE EXCEPTION '{_plpgsql(CARRIES)}', '{r}', found;\n"
+        "    END IF;\n"
+        f"    IF (SELECT c.relowner FROM pg_class c WHERE {where})"
+        f" OPERATOR(pg_catalog.=) '{r}'::pg_catalog.regrole THEN\n"
+        f"      ALTER TABLE {vector} OWNER TO CURRENT_USER;\n"
+        "    END IF;\n"
+        "  END IF;\nEND $$")
 
 
 def grants_script(role: str = DEFAULT_ROLE) -> str:
@@ -231,7 +281,8 @@ def grants_script(role: str = DEFAULT_ROLE) -> str:
 
 
 def apply_grants(conn: psycopg.Connection[Any], role: str = DEFAULT_ROLE) -> None:
-    """Run :func:`grant_statements` on ``conn`` (a superuser's), in one transaction."""
-    with conn.transaction():
+    """Run :func:`grant_statements` on ``conn`` (a superuser's), in one transaction, its
+    search path pinned (:mod:`sidecar.db.owner_trust`) and put back after."""
+    with conn.transaction(), pinned_search_path(conn):
         for _, statement in grant_statements(role):
             conn.execute(statement.encode())

@@ -154,9 +154,9 @@ def _schemas(report: GrantReport, cur: psycopg.Cursor[dict[str, Any]], *,
     for schema in cur.execute(_SCHEMAS, {"own": SCHEMA}).fetchall():
         name = schema["name"]
         if schema["creates"]:
-            how = (f" (through PUBLIC, as PostgreSQL before 15 grants on {FORUM_SCHEMA}: as a "
-                   f"superuser, REVOKE CREATE ON SCHEMA {name} FROM PUBLIC once the forum's own "
-                   "role owns the schema, as Discourse's install makes it)"
+            how = (f" (through PUBLIC, as PostgreSQL 14 and older grant on {FORUM_SCHEMA}; run "
+                   f"as a superuser: REVOKE CREATE ON SCHEMA {name} FROM PUBLIC, once the "
+                   "forum's own role owns the schema, as Discourse's install makes it)"
                    if schema["through_public"] else "")
             report.excessive.append(
                 f"CREATE on schema {name}, which the forum uses: a function made there would "

@@ -6,10 +6,12 @@ unlisted or a shared draft now is dropped.
 A search-log click is what a member's browser says it clicked (Discourse's ``POST /search/click``
 takes the result from the client), so one account or one visitor could attach any public topic
 to any text. A (term, topic) pair is therefore a judgement only when at least ``min_members``
-distinct members clicked it: signed-in members by user id, logged-out visitors by their network
-(an IPv4 /24 or an IPv6 /64, which one visitor rarely leaves), staff, Discourse's system users
-(ids <= 0) and crawlers left out. The counting happens in SQL: no user id or address ever
-leaves the forum's database; only ``term``, the clicked topic and the number of members do.
+distinct members clicked it: signed-in members by user id, staff, Discourse's system users
+(ids <= 0) and crawlers left out. Logged-out visitors together count as **one** member at most,
+whatever their addresses: networks are cheap (three servers in three /24s are one person), and
+a signed-in member's id is the only thing one person cannot multiply at will. The counting
+happens in SQL: no user id or address ever leaves the forum's database; only ``term``, the
+clicked topic and the number of members do.
 
 Discourse logs the clicked result's id: the full-page search (``search_type`` 2) logs a topic's
 id, the header search menu (``search_type`` 1) a post's id, which is mapped to its topic through
@@ -34,8 +36,7 @@ FULL_PAGE_SEARCH = 2  # the full-page search: a topic id
 # SIDECAR_CLICK_MIN_MEMBERS): fewer can be one person with a second account.
 MIN_MEMBERS = 3
 # The columns a click judgement reads; the log is used only where every one is readable.
-_LOG_COLUMNS = ("term", "user_id", "ip_address", "search_result_id", "search_type",
-                "search_result_type")
+_LOG_COLUMNS = ("term", "user_id", "search_result_id", "search_type", "search_result_type")
 # Newer Discourse marks crawlers' rows; older forums lack the columns.
 _CRAWLER_COLUMNS = ("crawler", "likely_crawler")
 
@@ -107,7 +108,8 @@ def has_search_log(conn: DictConn) -> bool:
 
 def click_judgements(conn: DictConn, *, min_members: int = MIN_MEMBERS) -> list[ClickRow]:
     """Clicked public topics per search term that at least ``min_members`` distinct members
-    opened (staff, system users and crawlers left out), most members first."""
+    opened (staff, system users and crawlers left out; logged-out visitors all one member),
+    most members first."""
     columns = _readable_log_columns(conn)
     if not set(_LOG_COLUMNS) <= columns:
         return []
@@ -124,10 +126,8 @@ def click_judgements(conn: DictConn, *, min_members: int = MIN_MEMBERS) -> list[
                            ELSE (SELECT p.topic_id FROM posts p {joins}
                                  WHERE p.id = s.search_result_id AND {public})
                        END AS topic_id,
-                       CASE WHEN s.user_id IS NOT NULL THEN 'u' || s.user_id::text
-                            ELSE 'a' || network(set_masklen(s.ip_address,
-                                 CASE family(s.ip_address) WHEN 4 THEN 24 ELSE 64 END))::text
-                       END AS who
+                       -- every logged-out visitor is the same one member
+                       coalesce('u' || s.user_id::text, 'anonymous') AS who
                 FROM search_logs s
                 WHERE s.search_result_type = {topic} AND s.search_result_id IS NOT NULL
                   AND s.search_type IN ({header}, {full_page}) AND btrim(s.term) <> ''

@@ -8,6 +8,7 @@ take that lock.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from psycopg.rows import dict_row, tuple_row
 
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_TAG, PUBLIC_WHERE, category_subtree
+from sidecar.errors import ConfigurationError
 
 _PUBLIC = {"joins": sql.SQL(PUBLIC_JOINS), "public": sql.SQL(PUBLIC_WHERE)}
 # A public post's keyword document: Discourse's search data, whose tag weight (C) holds every tag
@@ -53,11 +55,24 @@ CATCH_UP_MARGIN = timedelta(seconds=30)
 
 
 def index_id(conn: DictConn) -> str:
-    """The name of this database's keyword indexes on disk (set by the migration)."""
+    """The name of this database's keyword indexes on disk and of its related-topic cache in
+    Redis (set by the migration): a UUID as PostgreSQL writes it, and nothing else (the role
+    can write ``sidecar_meta``; a value such as ``../..`` would send the index elsewhere)."""
     row = conn.execute("SELECT value FROM sidecar_meta WHERE key = 'keyword_index_id'").fetchone()
     if row is None:
         raise RuntimeError("sidecar_meta has no keyword_index_id: run `sidecar db upgrade`")
-    return str(row["value"])
+    value = str(row["value"])
+    try:
+        canonical: str | None = str(uuid.UUID(value))
+    except ValueError:
+        canonical = None
+    if canonical != value:
+        raise ConfigurationError(
+            f"sidecar_meta's keyword_index_id is not a UUID as the sidecar writes it: "
+            f"{value[:80]!r}. It names the keyword index's folder: set it back (UPDATE "
+            "sidecar.sidecar_meta SET value = gen_random_uuid()::text WHERE key = "
+            "'keyword_index_id'; each node then builds its index again)")
+    return value
 
 
 def log_posts(conn: DictConn, post_ids: Sequence[int]) -> int:

@@ -46,7 +46,7 @@ VECTOR_TABLE_DDL = (
     f"CREATE TABLE IF NOT EXISTS {FORUM_SCHEMA}.{VECTOR_TABLE} ("
     " post_id bigint NOT NULL, model_id bigint NOT NULL, model_version integer NOT NULL,"
     " strategy_id integer NOT NULL, strategy_version integer NOT NULL, digest text NOT NULL,"
-    " embeddings halfvec NOT NULL, created_at timestamp(6) NOT NULL,"
+    f" embeddings {FORUM_SCHEMA}.halfvec NOT NULL, created_at timestamp(6) NOT NULL,"
     " updated_at timestamp(6) NOT NULL)",
     # Each vector inside its row (migration sidecar/0005 says why).
     f"ALTER TABLE {FORUM_SCHEMA}.{VECTOR_TABLE} ALTER COLUMN embeddings SET STORAGE MAIN",

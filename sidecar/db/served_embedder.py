@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from models.names import InvalidModelName, check_model_name
 from sidecar.db.embeddings import RegisteredModel
 from sidecar.db.meta import get_meta, set_meta
 from sidecar.db.pool import DictConn
 from sidecar.db.public import PUBLIC_JOINS, PUBLIC_WHERE
+from sidecar.errors import ConfigurationError
 
 SERVED_KEY = "embedder:served"
 PRUNE_BATCH = 5000  # vectors deleted per statement (short transactions on a live forum)
@@ -38,11 +40,38 @@ class EmbedderEntry(BaseModel):
     previous: dict[str, Any] | None = Field(
         default=None, description="The entry it replaced (none: the configured model served).")
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        # It names a folder under the models folder: only what a command may name a model
+        # (``base`` is only compared with SIDECAR_EMBED_MODEL).
+        try:
+            return check_model_name(value)
+        except InvalidModelName as exc:
+            raise ValueError(str(exc)) from exc
+
+    @field_validator("previous")
+    @classmethod
+    def _previous_entry(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:  # a rollback serves it: the same checks
+            EmbedderEntry.model_validate({"previous": None, **value})
+        return value
+
 
 def read_served(conn: DictConn) -> EmbedderEntry | None:
     """The promoted embedder, if any."""
     raw = get_meta(conn, SERVED_KEY)
-    return EmbedderEntry.model_validate_json(raw) if raw else None
+    if not raw:
+        return None
+    try:  # the role can write sidecar_meta: what names a folder is checked before it does
+        return EmbedderEntry.model_validate_json(raw)
+    except ValidationError as exc:
+        why = exc.errors()[0]["msg"]
+        raise ConfigurationError(
+            f"sidecar_meta's {SERVED_KEY} is not an entry the sidecar writes ({why}): "
+            "`sidecar embedder rollback` cannot read it either; delete it (DELETE "
+            f"FROM sidecar.sidecar_meta WHERE key = '{SERVED_KEY}') to serve the configured "
+            "model, then promote again") from exc
 
 
 def write_served(conn: DictConn, entry: EmbedderEntry | None) -> None:

@@ -11,6 +11,7 @@ from psycopg import sql
 from psycopg.rows import tuple_row
 
 from sidecar.db.embeddings import RegisteredModel
+from sidecar.db.schema import FORUM_SCHEMA, VECTOR_TABLE
 from sidecar.errors import ConfigurationError, OwnerRequired
 
 log = logging.getLogger(__name__)
@@ -38,41 +39,63 @@ def index_name(model_id: int, strategy_id: int, kind: str) -> str:
     return f"sidecar_posts_emb_{model_id}_{strategy_id}_{suffix}"
 
 
-def index_statement(model: RegisteredModel, strategy_id: int, kind: str = "halfvec", *,
-                    m: int = 16, ef_construction: int = 128) -> sql.Composed:
-    """``CREATE INDEX CONCURRENTLY`` of a (model, strategy)'s partial HNSW index."""
+def index_statement(model_id: int, dimensions: int, strategy_id: int, kind: str = "halfvec",
+                    *, m: int = 16, ef_construction: int = 128,
+                    vector_schema: str = FORUM_SCHEMA) -> sql.Composed:
+    """``CREATE INDEX CONCURRENTLY`` of a (model, strategy)'s partial HNSW index.
+
+    Every name is qualified (the table, pgvector's type, function and operator class in
+    ``vector_schema``, the predicate's operators): the owner's session runs it
+    (:mod:`sidecar.db.owner_trust`), and nothing found by name may be another role's.
+    """
     if kind == "binary":
-        expr = sql.SQL("(binary_quantize(embeddings)::bit({d})) bit_hamming_ops")
+        expr = sql.SQL("({ext}.binary_quantize(embeddings)::pg_catalog.bit({d}))"
+                       " {ext}.bit_hamming_ops")
     else:
-        expr = sql.SQL("(embeddings::halfvec({d})) halfvec_cosine_ops")
+        expr = sql.SQL("(embeddings::{ext}.halfvec({d})) {ext}.halfvec_cosine_ops")
     return sql.SQL(
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON ai_posts_embeddings"
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table}"
         " USING hnsw ({expr}) WITH (m = {m}, ef_construction = {efc})"
-        " WHERE model_id = {mid} AND strategy_id = {sid}"
+        " WHERE model_id OPERATOR(pg_catalog.=) {mid}"
+        " AND strategy_id OPERATOR(pg_catalog.=) {sid}"
     ).format(
-        name=sql.Identifier(index_name(model.id, strategy_id, kind)),
-        expr=expr.format(d=sql.Literal(model.dimensions)),
+        name=sql.Identifier(index_name(model_id, strategy_id, kind)),
+        table=sql.Identifier(FORUM_SCHEMA, VECTOR_TABLE),
+        expr=expr.format(d=sql.Literal(dimensions), ext=sql.Identifier(vector_schema)),
         m=sql.Literal(m),
         efc=sql.Literal(ef_construction),
-        mid=sql.Literal(model.id),
+        mid=sql.Literal(model_id),
         sid=sql.Literal(strategy_id),
     )
 
 
-def index_valid(conn: psycopg.Connection[Any], name: str) -> bool | None:
-    """True when the index exists and is valid, False when an interrupted build left it
-    invalid, None when there is none."""
+def vector_schema(conn: psycopg.Connection[Any]) -> str | None:
+    """The schema pgvector is installed in (None: it is not)."""
     row = conn.cursor(row_factory=tuple_row).execute(
-        "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
-        " WHERE c.relname = %s",
-        (name,),
+        "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n"
+        " ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+        " WHERE e.extname OPERATOR(pg_catalog.=) 'vector'::pg_catalog.name").fetchone()
+    return None if row is None else str(row[0])
+
+
+def index_valid(conn: psycopg.Connection[Any], name: str) -> bool | None:
+    """True when the index ``name`` of ``ai_posts_embeddings`` exists and is valid, False when
+    an interrupted build left it invalid, None when there is none (an index of that name on
+    another table, say one the role made in its own schema, is none)."""
+    row = conn.cursor(row_factory=tuple_row).execute(
+        "SELECT i.indisvalid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_index i"
+        " ON i.indexrelid OPERATOR(pg_catalog.=) c.oid"
+        " WHERE c.relname OPERATOR(pg_catalog.=) %s::pg_catalog.name"
+        " AND i.indrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%s)::pg_catalog.oid",
+        (name, f"{FORUM_SCHEMA}.{VECTOR_TABLE}"),
     ).fetchone()
     return None if row is None else bool(row[0])
 
 
 def drop_invalid(name: str) -> sql.Composed:
-    """``DROP INDEX CONCURRENTLY`` of an interrupted build's leftover."""
-    return sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name))
+    """``DROP INDEX CONCURRENTLY`` of an interrupted build's leftover on the forum's table."""
+    return sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+        sql.Identifier(FORUM_SCHEMA, name))
 
 
 def ensure_index(
@@ -111,8 +134,9 @@ def ensure_index(
                         "nearest posts reliably; SIDECAR_INDEX_KIND=halfvec serves them better",
                         model.name, model.dimensions)
         log.info("building index %s", name)
-        conn.execute(index_statement(model, strategy_id, kind, m=m,
-                                     ef_construction=ef_construction))
+        conn.execute(index_statement(model.id, model.dimensions, strategy_id, kind, m=m,
+                                     ef_construction=ef_construction,
+                                     vector_schema=vector_schema(conn) or FORUM_SCHEMA))
     return True
 
 

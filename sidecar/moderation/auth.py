@@ -6,9 +6,9 @@ its id, signed with a key derived from the moderator key. Logging out deletes th
 copied cookie dies with it; a new moderator key ends every session (the signature and the
 fingerprint no longer match).
 
-Every attempt goes through :meth:`ModeratorAuth.attempt`: each key is counted for its client
-before it is compared (a right one is taken back), and a client past its own limit of wrong keys
-is refused unseen (the right key too, until its window ends); wrong keys are counted in Redis
+Every attempt goes through :meth:`ModeratorAuth.attempt`: its key is compared, then one atomic
+Redis step answers it, and a client past its own limit of wrong keys is refused whatever its
+key (the right key too, until its window ends); only wrong keys are counted, in Redis
 per client (an IPv6 client is its /64) and for all clients together
 (:mod:`sidecar.moderation.throttle`), and past the limits a wrong key is answered 429 instead of
 401. A request that presents no key (an API call without ``Authorization``, a login with an
@@ -62,7 +62,7 @@ class Attempt(Enum):
     ADMITTED = "admitted"
     MISSING = "missing"  # 401, never counted: no key was presented
     WRONG = "wrong"  # 401
-    THROTTLED = "throttled"  # 429: the client past its limit (key not compared), or all clients
+    THROTTLED = "throttled"  # 429: the client past its limit (whatever its key), or all clients
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +101,16 @@ class ModeratorAuth:
 
     def attempt(self, client: str, candidate: str | None) -> Attempt:
         """One sign-in or bearer attempt: no key at all is no guess (MISSING, uncounted); else
-        counted, then refused unseen when ``client`` is past its limit, else compared (a right
-        key's count taken back). Raises ServiceUnavailable when Redis cannot say or count (fail
-        closed)."""
+        compared, then answered by one atomic count (:meth:`FailureThrottle.settle`): refused
+        when ``client`` is past its limit whatever the key, a wrong key counted, a right one
+        never. Raises ServiceUnavailable when Redis cannot say or count (fail closed)."""
         if candidate is None or not candidate.strip():
             return Attempt.MISSING
-        number = self._throttle.admit(client, self._redis_call)
+        right = self.check_key(candidate)
+        number = self._throttle.settle(client, right, self._redis_call)
         if number is None:
             return Attempt.THROTTLED
-        if self.check_key(candidate):
-            self._throttle.release(client, number, self._redis_call)
+        if right:
             return Attempt.ADMITTED
         wrong = self._throttle.failed(client, number, self._redis_call)
         return Attempt.THROTTLED if wrong else Attempt.WRONG

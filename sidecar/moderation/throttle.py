@@ -1,16 +1,18 @@
 """Counting wrong keys: per client (an IPv6 client is its /64) and for all clients together.
 
 Used for ``SIDECAR_API_KEY`` (every ``/v1`` route, ``/v1/health`` included) and
-``SIDECAR_MODERATOR_KEY`` (the moderator pages and API). Every attempt is counted for its
-client **before its key is compared**, in one atomic Redis step (:meth:`FailureThrottle.admit`),
-so that every API process sees it and parallel attempts each get a number of their own; a right
-key takes its count back (:meth:`FailureThrottle.release`), a wrong one stays counted, and is
-counted for all clients too. An attempt numbered past ``MAX_FAILURES`` in ``FAILURE_WINDOW_S``
-is refused (429) unseen, the right key included, until the window ends: otherwise the 429
-would only slow a guesser down, and a right guess would still get in; and 50 wrong keys sent
-at once get no more than ``MAX_FAILURES`` comparisons. A request that presents no key at all is
-no guess and is not counted (a page of image tags must not lock a moderator out). Past
-``GLOBAL_MAX_FAILURES`` from all
+``SIDECAR_MODERATOR_KEY`` (the moderator pages and API). Only wrong keys count. Each attempt's
+answer is decided by one atomic Redis step once its key was compared (in constant time,
+:meth:`FailureThrottle.settle`), so that every API process sees it and parallel attempts are
+ordered: a wrong key is counted and gets a number of its own; a right key is let in only while
+fewer than ``MAX_FAILURES`` wrong keys from its client were counted in ``FAILURE_WINDOW_S``, and
+counts nothing. Past the limit every attempt is answered 429, the right key included, until the
+window ends: otherwise the 429 would only slow a guesser down, and a right guess would still get
+in. So of 50 keys sent at once no more than ``MAX_FAILURES`` are told apart (401 for a wrong
+one, in for the right one), and a right key stands its chance only among the first
+``MAX_FAILURES``; while right keys sent at once, however many, are all let in (they never held a
+place in the count). A request that presents no key at all is no guess and is not counted (a
+page of image tags must not lock a moderator out). Past ``GLOBAL_MAX_FAILURES`` from all
 clients together, wrong keys are answered 429 and an alert is logged (ERROR, once a window),
 but no client under its own limit is refused: one guesser spread over many addresses must not
 lock the key's holders out everywhere.
@@ -40,18 +42,23 @@ FAILURE_WINDOW_S = 15 * 60  # ... in this window
 GLOBAL_MAX_FAILURES = 100  # all clients together, in the same window
 
 T = TypeVar("T")
-# One attempt counted, and its window started with the first: one atomic step (Redis runs a
-# script alone), so two attempts sent together never read the same count.
-_ADMIT = """
+# An attempt's answer, in one atomic step (Redis runs a script alone), so two attempts sent
+# together are ordered: a wrong key (ARGV[3] "0") counted, its window started with the first,
+# its number returned; a right key ("1") counts nothing and gets 0 while the client is under
+# its limit (ARGV[2]), -1 past it.
+_SETTLE = """
+if ARGV[3] == '1' then
+  if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[2]) then return 0 end
+  return -1
+end
 local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return n
 """
-# A right key's attempt taken back; the counter goes with its last attempt, so that the window
-# starts again at the next wrong one.
-_RELEASE = """
-local n = redis.call('DECR', KEYS[1])
-if n <= 0 then redis.call('DEL', KEYS[1]) end
+# The count of all clients together: one more wrong key.
+_COUNT = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return n
 """
 
@@ -87,53 +94,46 @@ class FailureThrottle:
         self._redis = redis_client
         self._prefix = f"{prefix}:throttle:{kind}"
         self.kind = kind
-        self._admit = redis_client.register_script(_ADMIT)
-        self._release = redis_client.register_script(_RELEASE)
+        self._settle = redis_client.register_script(_SETTLE)
+        self._count = redis_client.register_script(_COUNT)
 
     def _key(self, bucket: str) -> str:
         return f"{self._prefix}:failures:{bucket}"
 
-    def admit(self, client: str | None, call: RedisRunner | None = None) -> int | None:
-        """Count an attempt of ``client`` before its key is compared: its number in the window,
-        or None when it is past the limit (refuse it, its key unseen).
+    def settle(self, client: str | None, right: bool, call: RedisRunner | None = None
+               ) -> int | None:
+        """The answer to an attempt of ``client`` whose key was compared (``right``): None to
+        refuse it (429: the client is past its limit, or this wrong key takes it past), 0 to let
+        a right key in, a wrong key's number in the window (1 to ``MAX_FAILURES``: 401).
 
         ``call`` runs the Redis round trip (the moderator's turns a Redis failure into a 503);
-        without it a Redis failure is logged and the attempt is admitted, uncounted (0).
+        without it a Redis failure is logged and the attempt is answered as its key says,
+        uncounted (0).
         """
         key = self._key(client_bucket(client))
         try:
-            number = int((call or _direct)(
-                lambda: self._admit(keys=[key], args=[FAILURE_WINDOW_S])))
+            number = int((call or _direct)(lambda: self._settle(
+                keys=[key], args=[FAILURE_WINDOW_S, MAX_FAILURES, "1" if right else "0"])))
         except redis.RedisError as exc:
             log.warning("a %s key attempt was not counted: Redis failed (%s)", self.kind, exc)
             return 0
-        return number if number <= MAX_FAILURES else None
-
-    def release(self, client: str | None, attempt: int,
-                call: RedisRunner | None = None) -> None:
-        """The attempt numbered ``attempt`` (by :meth:`admit`) had the right key: not a failure."""
-        if not attempt:
-            return  # never counted (Redis was down)
-        key = self._key(client_bucket(client))
-        try:
-            (call or _direct)(lambda: self._release(keys=[key]))
-        except redis.RedisError as exc:
-            log.warning("a right %s key stays counted: Redis failed (%s)", self.kind, exc)
+        if number < 0 or number > MAX_FAILURES:
+            return None
+        return number
 
     def failed(self, client: str | None, attempt: int,
                call: RedisRunner | None = None) -> bool:
-        """The attempt numbered ``attempt`` had a wrong key (it stays counted for its client):
-        count it for all clients; True when wrong keys are now answered 429 (all clients past
-        their limit).
+        """The attempt numbered ``attempt`` (by :meth:`settle`) had a wrong key: count it for all
+        clients; True when wrong keys are now answered 429 (all clients past their limit).
 
-        ``call`` runs each Redis round trip, as in :meth:`admit`; without it a Redis failure is
+        ``call`` runs each Redis round trip, as in :meth:`settle`; without it a Redis failure is
         logged and the key is refused all the same.
         """
         bucket = client_bucket(client)
         run: RedisRunner = call or _direct
 
         def count() -> tuple[int, int]:
-            everyone = self._admit(keys=[f"{self._prefix}:failures-all"],
+            everyone = self._count(keys=[f"{self._prefix}:failures-all"],
                                    args=[FAILURE_WINDOW_S])
             return attempt, int(everyone)
 

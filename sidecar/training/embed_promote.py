@@ -9,10 +9,9 @@ beside the served ones by the backfill. Promoting it:
 3. writes the promoted entry into the database (:mod:`sidecar.db.served_embedder`), which every
    node reads when it starts: a node's query embedder and the vectors it searches change
    together, at its reload;
-4. keeps the served model's search profile aside (``<profile>.<model>.json``) and serves the new
-   model's: the one kept from an earlier promotion, else a new one with zones calibrated on the
-   new model (its similarity scale differs), asking only the topics it never read (too few:
-   the settings' thresholds until ``sidecar calibrate``);
+4. keeps the served model's search profile aside and serves the new model's
+   (:mod:`sidecar.training.embed_profile`): the one kept from an earlier promotion, else zones
+   calibrated on the new model, served only within their bounds;
 5. drops the related-topic caches.
 
 Rollback puts the previous entry back and its profile, as long as its vectors and folder are
@@ -22,17 +21,14 @@ kept; prune deletes the vectors of models that are neither served nor the rollba
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from models.errors import ModelLoadError
 from models.manifest import ModelManifest, read_manifest
 from models.names import InvalidModelName, check_model_name
-from sidecar.answer.zone_calibration import calibrate_zones
 from sidecar.config.settings import Settings
 from sidecar.db.embeddings import RegisteredModel, find_model
 from sidecar.db.migrate import parse_version
@@ -48,10 +44,9 @@ from sidecar.errors import Conflict, InvalidInput, NotFound
 from sidecar.related.cache import forum_cache
 from sidecar.runtime.resources import Resources, start_resources
 from sidecar.runtime.served_model import configured_settings
-from sidecar.search.profile import update_profile, with_zones
-from sidecar.search.profile_io import profile_lock
 from sidecar.search.service import SearchService
 from sidecar.training.embed_guard import EmbedVerdict, ask_both, held_out_questions, judge_embedder
+from sidecar.training.embed_profile import arrive
 from sidecar.training.source import forum_judgements, label_questions
 
 log = logging.getLogger(__name__)
@@ -102,31 +97,6 @@ def candidate(res: Resources, name: str) -> Candidate:
                            "registers what it trains")
         public, covered = coverage(conn, model, res.settings.strategy)
     return Candidate(model, manifest, public, covered)
-
-
-def profile_archive(settings: Settings, model: str) -> Path:
-    """Where the search profile of a model that stopped serving is kept."""
-    path = settings.profile_path()
-    return path.with_name(f"{path.stem}.{model}{path.suffix}")
-
-
-def _swap_profiles(settings: Settings, leaving: str, arriving: str) -> bool:
-    """Keep the leaving model's profile aside; put the arriving model's kept one in place,
-    under the profile's lock (a calibration running meanwhile waits). True when the arriving
-    model had one (else the caller calibrates its zones)."""
-    path = settings.profile_path()
-    with profile_lock(path):
-        if path.is_file():
-            shutil.copy2(path, profile_archive(settings, leaving))
-        kept = profile_archive(settings, arriving)
-        if not kept.is_file():
-            path.unlink(missing_ok=True)  # tuned for the leaving model: it would not apply
-            return False
-        # Through a copy beside it, then one rename: a reader never sees half a file.
-        staged = path.with_name(f".{path.name}.{arriving}.restore")
-        shutil.copy2(kept, staged)
-        os.replace(staged, path)
-        return True
 
 
 def guard(res: Resources, cand: Candidate, *, resamples: int = 2000) -> EmbedVerdict:
@@ -186,30 +156,8 @@ def promote_embedder(settings: Settings, name: str, *, force: bool = False,
         res.close()
     report: dict[str, Any] = {"promoted": name, "replaces": leaving, "guard": verdict.reason,
                               "forced": not verdict.promote, "figures": verdict.figures}
-    report["profile"] = _arrive(settings, leaving, name, progress=progress)
+    report["profile"] = arrive(settings, leaving, name, progress=progress)
     return report
-
-
-def _arrive(settings: Settings, leaving: str, arriving: str, *, progress: bool
-            ) -> dict[str, Any]:
-    """The arriving model's search profile: the one kept for it, else zones calibrated now."""
-    if _swap_profiles(settings, leaving, arriving):
-        return {"restored": str(profile_archive(settings, arriving))}
-    res = start_resources(settings)  # reads the entry just written: the arriving model
-    try:
-        try:  # on the topics it never read (held out when it trained)
-            run = calibrate_zones(res, progress=progress, basis="opening_posts")
-        except ValueError as exc:  # too few: the settings' thresholds until `sidecar calibrate`
-            log.warning("zones of %s not calibrated: %s", arriving, exc)
-            return {"calibrated": None, "zones": f"the settings' thresholds ({exc})"}
-        path = settings.profile_path()
-        update_profile(path, lambda: with_zones(path, run.calibration, model=res.model.name,
-                                                strategy=res.settings.strategy,
-                                                settings=res.settings))
-    finally:
-        res.close()
-    return {"calibrated": {"scorer": run.calibration.scorer, "abstain": run.calibration.abstain,
-                           "normal": run.calibration.normal}}
 
 
 def rollback_embedder(settings: Settings) -> dict[str, Any]:
@@ -238,7 +186,7 @@ def rollback_embedder(settings: Settings) -> dict[str, Any]:
         res.close()
     report: dict[str, Any] = {"rolled_back": current.name, "serves": arriving,
                               "covered": covered, "public": public}
-    report["profile"] = _arrive(settings, leaving, arriving, progress=False)
+    report["profile"] = arrive(settings, leaving, arriving, progress=False)
     return report
 
 

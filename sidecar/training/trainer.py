@@ -99,7 +99,8 @@ def fit_residual(pairs: Sequence[Pair], model: str, strategy: int) -> Residual:
 
 def train(pairs: Sequence[Pair], config: TrainConfig, out: Path, *, residual: Residual | None,
           progress: bool = True) -> Trained:
-    """Train on ``pairs`` and write the checkpoint (with the init's tokenizer files) to ``out``.
+    """Train on ``pairs`` and write the checkpoint (with the init's tokenizer files) to ``out``,
+    a new folder (FileExistsError when anything is there).
 
     ``residual``: the cosine to correct (an encoder init); None fine-tunes a cross-encoder's own
     score. Stops after ``config.epochs`` or ``config.budget_s``, whichever comes first.
@@ -113,6 +114,9 @@ def train(pairs: Sequence[Pair], config: TrainConfig, out: Path, *, residual: Re
                                  "'forum-rag-sidecar[train]' (docs/models.md)") from exc
     if not pairs:
         raise ValueError("no pairs to train on")
+    # Claimed before anything is trained: a folder that is there already (files, a link planted
+    # in it) never mixes into the checkpoint (FileExistsError).
+    out.mkdir(parents=True)
     torch.manual_seed(config.seed)
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -166,7 +170,6 @@ def train(pairs: Sequence[Pair], config: TrainConfig, out: Path, *, residual: Re
                      len(batches))
             break
     bar.close()
-    out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     _copy_tokenizer(config.init, out, config.max_length)
     window = max(1, min(50, len(losses) // 5))

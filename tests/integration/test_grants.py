@@ -265,3 +265,40 @@ def test_running_the_grants_again_takes_back_what_they_do_not_give(forum: str) -
     sidecar_url(forum)  # the same SQL, run again
     with psycopg.connect(forum) as conn:
         assert check_grants(conn).ok
+
+
+def test_create_given_to_public_is_said_by_the_grants_and_the_check(forum: str) -> None:
+    """Fault (issue 45): PostgreSQL 14 and older give CREATE on public to PUBLIC, so to the
+    sidecar's role too, which the grants cannot take back from it alone: `sidecar db grants`
+    ran through it silently."""
+    owner = owner_url(forum)
+    revoke = "REVOKE CREATE ON SCHEMA public FROM PUBLIC"
+    script = subprocess.run([*sidecar_command(), "db", "grants"], capture_output=True,
+                            text=True, timeout=120).stdout
+
+    def run_grants() -> str:
+        done = subprocess.run(["psql", "-X", "-v", "ON_ERROR_STOP=1", "-d", owner, "-f", "-"],
+                              input=script, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute("GRANT CREATE ON SCHEMA public TO PUBLIC")  # as PostgreSQL 14 has it
+    try:
+        said = run_grants()
+        assert "WARNING:  PUBLIC may create in the schema public" in said, said
+        assert revoke in said
+        code, report = _check_cli(forum)
+        assert code == 1
+        assert any("through PUBLIC" in e and revoke in e for e in report["excessive"]), report
+        upgraded = subprocess.run([*sidecar_command(), "db", "upgrade", "--as-owner"],
+                                  capture_output=True, text=True, timeout=300,
+                                  env={**os.environ, "DATABASE_URL": owner})
+        assert upgraded.returncode == 0, upgraded.stderr
+        assert [revoke in w for w in json.loads(upgraded.stdout)["warnings"]] == [True]
+    finally:
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute(revoke)
+    assert "WARNING" not in run_grants()
+    code, report = _check_cli(forum)
+    assert code == 0, report

@@ -162,3 +162,39 @@ def test_int8_keeps_embeddings_close(
     int8 = OnnxEmbedder(tmp_path / "int8")
     cosines = np.sum(int8.embed(varied_texts) * minilm.embed(varied_texts), axis=1)
     assert float(cosines.mean()) >= 0.98, cosines
+
+
+def test_a_folder_holding_other_files_is_never_prepared_into(tmp_path: Path) -> None:
+    """Fault (issue 45): a folder with no reusable model was written into, so its files, or a
+    link planted in it, mixed into the new model."""
+    src = tmp_path / "tiny"
+    make_tiny_embedder(src, seed=3)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tokenizer_config.json").write_text('{"planted": true}')
+    (out / "special_tokens_map.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(ModelError, match="never into one that holds other files"):
+        prepare_model(str(src), "embed", out)
+    assert sorted(p.name for p in out.iterdir()) == ["special_tokens_map.json",
+                                                     "tokenizer_config.json"]
+    assert not (tmp_path / "elsewhere.json").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no leftovers
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "tiny", target_is_directory=True)
+    with pytest.raises(ModelError, match="a link or a file"):
+        prepare_model(str(src), "embed", link)
+
+
+def test_an_older_model_is_replaced_whole(tmp_path: Path) -> None:
+    src = tmp_path / "tiny"
+    make_tiny_embedder(src, seed=4)
+    out = tmp_path / "out"
+    prepare_model(str(src), "embed", out)
+    (out / "planted.txt").write_text("left by someone")
+    manifest = prepare_model(str(src), "embed", out, quantize="int8")  # not reusable: redone
+    assert manifest.quantization == "int8"
+    assert not (out / "planted.txt").exists() and not (out / "model.onnx").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "tiny"]
+    empty = tmp_path / "claimed"
+    empty.mkdir()  # an empty folder (`export_reranker` claims its name so) takes the model
+    assert prepare_model(str(src), "embed", empty).dimensions == manifest.dimensions

@@ -18,6 +18,7 @@ from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.training.mining import MiningRules
 from sidecar.training.source import mine
 from tests.conftest import demo_forum, owner_url
+from tests.helpers import add_members
 
 RULES = MiningRules(min_words=6, positives=2, hard=3, random=1)
 LABELLED = "my pool lost a disk overnight, what now"
@@ -25,6 +26,7 @@ PRIVATE_LABEL = "a question a moderator pinned on a staff topic"
 CLICKED = "grow raidz"
 CLICKED_ONCE = "looked around once"
 CLICKED_BY_ONE = "planted by one member"
+MEMBERS = (9001, 9002, 9003)
 
 THREAD_SQL = """
     SELECT p.topic_id FROM posts p JOIN topics t ON t.id = p.topic_id
@@ -56,15 +58,16 @@ def judged(pg_admin_url: str, redis_url: str, minilm: Embedder,
                              note=None, moderator=None)
         # Discourse writes its search log: the forum's owner here, never the sidecar's role.
         with psycopg.connect(owner_url(res.urls.database_url)) as conn:
-            rows = [(CLICKED, clicked, ip) for ip in ("10.0.1.1", "10.0.2.1", "10.0.3.1")]
-            rows += [(CLICKED, private, ip) for ip in ("10.0.1.1", "10.0.2.1", "10.0.3.1")]
-            rows += [(CLICKED_ONCE, clicked, "10.0.1.1")]
-            rows += [(CLICKED_BY_ONE, clicked, "10.0.4.1")] * 5
-            for term, topic, ip in rows:
+            add_members(conn, MEMBERS)
+            rows = [(CLICKED, clicked, uid) for uid in MEMBERS]
+            rows += [(CLICKED, private, uid) for uid in MEMBERS]
+            rows += [(CLICKED_ONCE, clicked, MEMBERS[0])]
+            rows += [(CLICKED_BY_ONE, clicked, MEMBERS[1])] * 5
+            for term, topic, uid in rows:
                 conn.execute(
-                    "INSERT INTO search_logs (term, ip_address, search_result_id, search_type,"
-                    " created_at, search_result_type) VALUES (%s, %s, %s, 2, now(), 1)",
-                    (term, ip, topic))
+                    "INSERT INTO search_logs (term, user_id, ip_address, search_result_id,"
+                    " search_type, created_at, search_result_type)"
+                    " VALUES (%s, %s, '10.0.1.1', %s, 2, now(), 1)", (term, uid, topic))
         yield res, labelled, clicked
 
 

@@ -166,3 +166,22 @@ def test_profile_writes_never_share_a_temporary_file(tmp_path: Path) -> None:
     assert not errors, errors[:1]
     assert read_profile(path)[0] == profile
     assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_trainer_claims_a_new_checkpoint_folder(tmp_path: Path, tiny_encoder: Path) -> None:
+    """Fault (issue 45): the trainer wrote into a folder that was there already
+    (``mkdir(exist_ok=True)``), so its files, or a link planted in it, mixed into the model."""
+    pytest.importorskip("torch")
+    from sidecar.training.mining import Pair
+    from sidecar.training.trainer import TrainConfig, train
+
+    out = tmp_path / "checkpoint"
+    out.mkdir()
+    (out / "tokenizer_config.json").write_text('{"planted": true}')
+    (out / "vocab.txt").symlink_to(tmp_path / "elsewhere.txt")
+    pairs = [Pair("how much sealant", "60 ml a tyre", 1.0, 0.5, 1, "positive")]
+    with pytest.raises(FileExistsError):
+        train(pairs, TrainConfig(init=tiny_encoder, max_length=32, budget_s=1), out,
+              residual=None, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["tokenizer_config.json", "vocab.txt"]
+    assert not (tmp_path / "elsewhere.txt").exists()

@@ -29,11 +29,11 @@ from sidecar.runtime.resources import start_resources
 from sidecar.search.profile import read_profile
 from sidecar.search.service import SearchOptions
 from sidecar.training.embed_pairs import EmbedRules
+from sidecar.training.embed_profile import profile_archive
 from sidecar.training.embed_promote import (
     NotProven,
     NotReady,
     embedder_status,
-    profile_archive,
     promote_embedder,
     prune_embedders,
     rollback_embedder,

@@ -1,19 +1,25 @@
 """Search-log clicks members cannot plant: a (term, topic) pair is judged only when enough
-distinct members opened it (staff, system users and crawlers left out), a header search's click
-names a post (mapped to its topic), and no user id or address leaves the database."""
+distinct members opened it (signed in; logged-out visitors all one; staff, system users and
+crawlers left out), a header search's click names a post (mapped to its topic), and no user id
+or address leaves the database."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from pydantic import ValidationError
 
 from models.protocols import Embedder
+from sidecar.config.settings import Settings
 from sidecar.db.grants import apply_grants
 from sidecar.db.judgements_read import click_judgements
 from tests.conftest import SIDECAR_ROLE, demo_forum, owner_url
+from tests.helpers import sidecar_command
 
 PUBLIC_SQL = """
     SELECT p.topic_id, p.id FROM posts p JOIN topics t ON t.id = p.topic_id
@@ -60,6 +66,13 @@ def clicks(pg_admin_url: str, redis_url: str, minilm: Embedder,
             _log(conn, "three members", a, ip="198.51.100.7")
             for _ in range(6):  # one member, many clicks
                 _log(conn, "one member", a, user=MEMBERS[0])
+            for ip in ("198.51.100.9", "203.0.113.9", "192.0.2.9", "2001:db8:9::1"):
+                _log(conn, "four networks", a, ip=ip)  # logged out: one member, however many
+            for uid in MEMBERS[:3]:  # three signed-in members, each from anywhere
+                _log(conn, "three signed in", c, user=uid, ip="198.51.100.9")
+            _log(conn, "a member and visitors", a, user=MEMBERS[0])
+            for ip in ("198.51.100.9", "203.0.113.9"):
+                _log(conn, "a member and visitors", a, ip=ip)
             for last in (1, 2, 3, 4):  # one visitor moving within its network
                 _log(conn, "one visitor", a, ip=f"203.0.113.{last}")
             for last in (1, 2, 3, 4):  # ... and within its IPv6 /64
@@ -99,6 +112,20 @@ def test_a_header_click_names_the_topic_of_the_post_it_logged(
     assert not [j for j in judged if j[0] in ("private post", "other type")]
 
 
+def test_visitors_whatever_their_networks_are_one_member(
+        clicks: tuple[Any, dict[str, int]]) -> None:
+    """Fault (issue 45): each logged-out visitor's /24 counted as a member, so three cheap
+    servers in three networks made a judgement that steers the tuned embedder's guard."""
+    res, ids = clicks
+    with res.db.connection() as conn:
+        members = {(r.term, r.topic_id): r.members for r in click_judgements(conn, min_members=1)}
+        judged = {(r.term, r.topic_id) for r in click_judgements(conn)}
+    assert members[("four networks", ids["a"])] == 1
+    assert members[("a member and visitors", ids["a"])] == 2
+    assert ("three signed in", ids["c"]) in judged
+    assert not [j for j in judged if j[0] in ("four networks", "a member and visitors")]
+
+
 def test_the_floor_is_a_setting(clicks: tuple[Any, dict[str, int]]) -> None:
     res, ids = clicks
     with res.db.connection() as conn:
@@ -117,12 +144,24 @@ def test_rows_marked_as_crawlers_are_left_out_where_discourse_marks_them(
         conn.execute("ALTER TABLE search_logs ADD COLUMN crawler boolean,"
                      " ADD COLUMN likely_crawler boolean")
         apply_grants(conn, SIDECAR_ROLE)  # as an upgraded forum re-runs `sidecar db grants`
-        for n, flag in enumerate(("crawler", "likely_crawler", "crawler")):
-            _log(conn, "crawled", ids["c"], ip=f"198.51.{n}.9", **{flag: True})
-        for n in range(3):
-            _log(conn, "not crawled", ids["c"], ip=f"198.52.{n}.9", crawler=False,
-                 likely_crawler=None)
+        for uid, flag in zip(MEMBERS, ("crawler", "likely_crawler", "crawler"), strict=False):
+            _log(conn, "crawled", ids["c"], user=uid, **{flag: True})
+        for uid in MEMBERS[:3]:
+            _log(conn, "not crawled", ids["c"], user=uid, crawler=False, likely_crawler=None)
     with res.db.connection() as conn:
         judged = {(r.term, r.topic_id) for r in click_judgements(conn)}
     assert ("not crawled", ids["c"]) in judged
     assert not [j for j in judged if j[0] == "crawled"]
+
+
+def test_fewer_than_three_members_are_refused_at_start_up() -> None:
+    """Fault (issue 45): SIDECAR_CLICK_MIN_MEMBERS=2 was accepted: one person with a second
+    account, or a member and any logged-out visitor, made a judgement."""
+    with pytest.raises(ValidationError, match="2 is refused: at least 3 distinct members"):
+        Settings(click_min_members=2)
+    assert Settings(click_min_members=3).click_min_members == 3
+    done = subprocess.run([*sidecar_command(), "db", "grants"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SIDECAR_CLICK_MIN_MEMBERS": "2"})
+    assert done.returncode == 2 and done.stdout == ""
+    assert "SIDECAR_CLICK_MIN_MEMBERS: 2 is refused" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -17,8 +17,9 @@ from sidecar.db.retrievals import RetrievalRow, insert_retrieval
 from sidecar.errors import InvalidInput
 from sidecar.tuning.session import run_tune
 from tests.conftest import demo_forum, owner_url
-from tests.helpers import demo_queries
+from tests.helpers import add_members, demo_queries
 
+MEMBERS = (9001, 9002, 9003)
 PRIVATE_TOPIC_SQL = """
     SELECT t.id FROM topics t LEFT JOIN categories c ON c.id = t.category_id
     WHERE t.archetype <> 'regular' OR c.read_restricted ORDER BY t.id LIMIT 1"""
@@ -28,7 +29,7 @@ PRIVATE_TOPIC_SQL = """
 def judged_forum(pg_admin_url: str, redis_url: str, minilm: Embedder,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The demo forum with labels on 6 retrievals and a search log of ~80 terms, each clicked
-    by three visitors (a pair needs SIDECAR_CLICK_MIN_MEMBERS distinct members)."""
+    by three members (a pair needs SIDECAR_CLICK_MIN_MEMBERS distinct members)."""
     with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("judged"), minilm,
                     prefix="tune") as res:
         questions = demo_queries()
@@ -54,12 +55,14 @@ def judged_forum(pg_admin_url: str, redis_url: str, minilm: Embedder,
                      ("no click", None, None)]
         # Discourse writes its search log: the forum's owner here, never the sidecar's role.
         with psycopg.connect(owner_url(res.urls.database_url)) as conn:
+            add_members(conn, MEMBERS)
             for term, result_id, result_type in rows:
-                for ip in ("10.0.1.1", "10.0.2.1", "10.0.3.1"):
+                for uid in MEMBERS:
                     conn.execute(
-                        "INSERT INTO search_logs (term, ip_address, search_result_id,"
+                        "INSERT INTO search_logs (term, user_id, ip_address, search_result_id,"
                         " search_type, created_at, search_result_type)"
-                        " VALUES (%s, %s, %s, 2, now(), %s)", (term, ip, result_id, result_type))
+                        " VALUES (%s, %s, '10.0.1.1', %s, 2, now(), %s)",
+                        (term, uid, result_id, result_type))
             for _ in range(5):  # one visitor clicking a topic five times judges nothing
                 conn.execute(
                     "INSERT INTO search_logs (term, ip_address, search_result_id, search_type,"
