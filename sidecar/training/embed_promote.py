@@ -216,9 +216,15 @@ def embedder_status(settings: Settings) -> dict[str, Any]:
 
 
 def _tuned(settings: Settings, name: str) -> dict[str, Any] | None:
-    """The training record of a tuned embedder's folder (None: not one of ours)."""
+    """The training record of a tuned embedder's folder (None: not one of ours). ``name`` comes
+    from the registry, which the role can write: a name that is not a plain model name (``..``,
+    a path) names no folder of ours, so nothing outside the models folder is read or removed."""
     try:
+        check_model_name(name)
         training = read_manifest(settings.models_dir / name).training
+    except InvalidModelName:
+        log.warning("a registered model name is not a plain model name: %r (not pruned)", name)
+        return None
     except ModelLoadError:
         return None
     return training if training and training.get("kind") == "embedder" else None

@@ -64,3 +64,19 @@ def test_zones_within_their_bounds_are_served(forum: tuple[Any, Path], tmp_path:
     assert report["calibrated"]["scorer"] == f"bi-encoder:{res.model.name}"
     assert profile.zones[f"bi-encoder:{res.model.name}"].questions == 36
     assert not profile.pending
+
+
+def test_prune_never_reaches_outside_the_models_folder(tmp_path: Path, minilm_dir: Path) -> None:
+    """A registry name the role planted (``../x``) names no folder the pruner reads or removes."""
+    from sidecar.config.settings import Settings
+    from sidecar.training.embed_promote import _tuned
+
+    models = tmp_path / "state" / "models"
+    models.mkdir(parents=True)
+    for folder in (tmp_path / "state" / "escape", models / "tuned-here"):
+        shutil.copytree(minilm_dir, folder)
+        write_manifest(folder, read_manifest(folder).replace(training={"kind": "embedder"}))
+    settings = Settings(state_dir=tmp_path / "state")
+    assert _tuned(settings, "tuned-here") == {"kind": "embedder"}
+    assert _tuned(settings, "../escape") is None
+    assert _tuned(settings, str(tmp_path / "state" / "escape")) is None
