@@ -1,4 +1,5 @@
-"""Prometheus metrics: request counts, per-stage latency from the trace, zones, LLM and caches."""
+"""Prometheus metrics: request counts, per-stage latency from the trace, zones, LLM, caches and
+MCP tool calls."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ class Metrics(AppMetrics):
                                  ["step", "reason"], registry=r)
         self.cache = Counter("sidecar_cache", "Cache lookups by cache and result",
                              ["cache", "result"], registry=r)
+        self.mcp_tool_calls = Counter(
+            "sidecar_mcp_tool_calls", "MCP tool calls by tool and outcome (ok, invalid, "
+            "refused, unavailable, error)",
+            ["tool", "outcome"], registry=r)
 
     def observe_trace(self, trace: Trace) -> None:
         """Record every stage of a finished request."""
