@@ -14,11 +14,11 @@ from typing import Any
 
 # What each zone allows (docs/answerability.md), in words an agent's LLM acts on.
 ZONE_GUIDANCE = {
-    "normal": "the evidence answers the question: answer from it alone and cite each point as "
+    "normal": "The evidence answers the question: answer from it alone and cite each point as "
               "[n] with its link.",
-    "cautious": "the evidence answers only in part, or not surely: answer from it, say what it "
+    "cautious": "The evidence answers only in part, or not surely: answer from it, say what it "
                 "leaves open, and cite each point as [n] with its link.",
-    "abstain": "the forum's public posts do not answer this: say so plainly and do not guess; "
+    "abstain": "The forum's public posts do not answer this: say so plainly and do not guess; "
                "the member may ask the forum itself.",
 }
 
@@ -61,7 +61,8 @@ def related_text(topic_id: int, title: str, hits: Sequence[Mapping[str, Any]]) -
 def retrieval_text(data: Mapping[str, Any]) -> str:
     """``retrieve``'s result: the zone and what it allows, then the numbered evidence."""
     zone = data["zone"]
-    lines = [f"Zone: {zone} ({data['zone_reason']}): {ZONE_GUIDANCE.get(zone, '')}".rstrip()]
+    lines = [f"Zone: {zone}. {ZONE_GUIDANCE.get(zone, '')}".rstrip(),
+             f"Why: {data['zone_reason']}"]
     if data.get("query"):
         lines.append(f"Question searched: {data['query']}")
     for item in data["evidence"]:

@@ -95,7 +95,8 @@ def test_retrieve_gives_the_zone_and_numbered_evidence(client: Any) -> None:
     assert data["evidence"][0]["topic_id"] == 9
     assert "trace" not in data
     text = text_of(result)
-    assert text.startswith(f"Zone: {data['zone']} (")
+    assert text.startswith(f"Zone: {data['zone']}. The evidence answers")
+    assert f"\nWhy: {data['zone_reason']}\n" in text
     for item in data["evidence"]:
         assert f"[{item['n']}] {item['title']}\n{item['url']}\n" in text
 
@@ -117,7 +118,8 @@ def test_retrieve_says_to_abstain_and_why(client: Any) -> None:
     result = call_tool(client, "retrieve", {"question": "thanks!"})
     assert result["isError"] is False
     assert result["structuredContent"]["zone"] == "abstain"
-    assert text_of(result).startswith("Zone: abstain (input gate: ")
+    assert text_of(result).startswith("Zone: abstain. The forum's public posts do not answer")
+    assert "\nWhy: input gate: " in text_of(result)
     assert "do not guess" in text_of(result)
 
 
