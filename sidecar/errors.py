@@ -69,10 +69,16 @@ class Conflict(SidecarError):
 
 
 class TooManyRequests(SidecarError):
-    """Too many wrong keys from this client lately (:mod:`sidecar.moderation.throttle`)."""
+    """Too many wrong keys from this client lately (:mod:`sidecar.moderation.throttle`), or too
+    many answers at once; ``retry_after_s`` becomes the ``Retry-After`` header."""
 
     status = 429
     code = "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after_s: int | None = None,
+                 details: Any = None) -> None:
+        super().__init__(message, details=details)
+        self.retry_after_s = retry_after_s
 
 
 class ServiceUnavailable(SidecarError):
@@ -80,6 +86,12 @@ class ServiceUnavailable(SidecarError):
 
     status = 503
     code = "service_unavailable"
+
+
+class LLMNotConfigured(ServiceUnavailable):
+    """An answer was asked and no LLM is configured to write it."""
+
+    code = "llm_not_configured"
 
 
 class DatabaseTimeout(ServiceUnavailable):

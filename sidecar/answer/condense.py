@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import redis
 
-from sidecar.answer.ollama import ChatLLM, LLMFailure
+from sidecar.answer.llm import ChatLLM, LLMFailure
 from sidecar.core.condense import (
     Turn,
     build_messages,

@@ -1,68 +1,43 @@
-"""The LLM adapter: Ollama's chat API through the official ``ollama`` client.
+"""Ollama's chat API through the official ``ollama`` client: the condenser's and the answer's.
 
-Failures are sorted into the few kinds the condenser reports (timeout, unreachable, HTTP error,
-anything else), so the trace can say why it fell back without leaking a stack trace.
+``chat`` (the condenser) is not streamed on purpose: the client's timeout then bounds the whole
+call, where a stream would only bound the gap between two pieces. ``stream_chat`` (the answer)
+is streamed: the answer service measures the time to first token and holds its own deadline
+between pieces.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import httpx
 import ollama
 
-
-class LLMFailure(Exception):
-    """A chat call that gave no usable reply; ``reason`` is the trace's short form."""
-
-    reason = "error"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+from sidecar.answer.llm import LLMFailure, LLMHTTPError, LLMTimeout, LLMUnavailable, Usage
 
 
-class LLMTimeout(LLMFailure):
-    """No reply within the timeout."""
-
-    reason = "timeout"
-
-
-class LLMUnavailable(LLMFailure):
-    """Nothing answers at the configured address (Ollama not running, wrong host)."""
-
-    reason = "error:unreachable"
-
-
-class LLMHTTPError(LLMFailure):
-    """The server answered with an error status (model not found, out of memory...)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}")
-        self.status = status
-        self.reason = f"error:http_{status}"
+def _failure(exc: BaseException, host: str) -> LLMFailure:
+    """The kind of failure an exception of the client (or of httpx under it) is."""
+    if isinstance(exc, httpx.TimeoutException):
+        return LLMTimeout(f"no reply within the timeout ({type(exc).__name__})")
+    if isinstance(exc, ollama.ResponseError):
+        return LLMHTTPError(exc.status_code, str(exc.error)[:300])
+    # The client turns httpx.ConnectError into ConnectionError, except in a stream.
+    if isinstance(exc, ConnectionError | httpx.ConnectError):
+        return LLMUnavailable(f"cannot connect to {host}")
+    if isinstance(exc, httpx.HTTPError):
+        return LLMFailure(f"{type(exc).__name__}: {exc}"[:300])
+    return LLMFailure(f"unreadable reply: {exc}"[:300])  # not Ollama at that address
 
 
-class ChatLLM(Protocol):
-    """What the condenser needs from a chat model."""
-
-    @property
-    def model(self) -> str:
-        """The model name (part of the cache key)."""
-        ...
-
-    def chat(self, messages: Sequence[dict[str, str]]) -> str:
-        """The assistant's reply text; raises :class:`LLMFailure`."""
-        ...
+_CLIENT_ERRORS = (httpx.HTTPError, ollama.ResponseError, ConnectionError, ValueError)
 
 
 class OllamaChat:
-    """``POST /api/chat`` (not streamed) with ``think: false``, a keep-alive and a timeout.
+    """One Ollama model: ``think: false``, a keep-alive, a timeout and generation options."""
 
-    Not streamed on purpose: the client's timeout then bounds the whole call, where a stream
-    would only bound the gap between two tokens.
-    """
+    kind = "ollama"
 
     def __init__(
         self,
@@ -73,7 +48,7 @@ class OllamaChat:
         keep_alive: str | float | None = "30m",
         options: dict[str, Any] | None = None,
     ) -> None:
-        self.host = host
+        self.host = self.url = host
         self._model = model
         self.keep_alive = keep_alive
         # A query is short: cap generation so a runaway model cannot hold the request.
@@ -92,18 +67,49 @@ class OllamaChat:
                 model=self._model, messages=list(messages), think=False,
                 keep_alive=self.keep_alive, options=self.options, stream=False,
             )
-        except httpx.TimeoutException as exc:
-            raise LLMTimeout(f"no reply within the timeout ({type(exc).__name__})") from exc
-        except ollama.ResponseError as exc:
-            raise LLMHTTPError(exc.status_code, str(exc.error)[:300]) from exc
-        except ConnectionError as exc:  # the client turns httpx.ConnectError into this
-            raise LLMUnavailable(f"cannot connect to {self.host}") from exc
-        except httpx.HTTPError as exc:
-            raise LLMFailure(f"{type(exc).__name__}: {exc}"[:300]) from exc
-        except ValueError as exc:  # an unparsable body (not Ollama at that address)
-            raise LLMFailure(f"unreadable reply: {exc}"[:300]) from exc
+        except _CLIENT_ERRORS as exc:
+            raise _failure(exc, self.host) from exc
         return response.message.content or ""
+
+    def stream_chat(self, messages: Sequence[dict[str, str]], timeout_s: float) -> _OllamaStream:
+        """A streamed chat call (NDJSON), opened when first iterated, on a client of its own
+        whose timeout is what is left of the answer's deadline."""
+        return _OllamaStream(self, list(messages), timeout_s)
 
     def close(self) -> None:
         """Close the HTTP connections."""
+        self.client.close()
+
+
+class _OllamaStream:
+    """The pieces of one streamed reply; ``usage`` is filled by the last (``done``) chunk."""
+
+    def __init__(self, llm: OllamaChat, messages: list[dict[str, str]], timeout_s: float
+                 ) -> None:
+        self.llm = llm
+        self.messages = messages
+        self.usage = Usage()
+        self.client = ollama.Client(host=llm.host, timeout=timeout_s)
+        self._chunks: Iterator[Any] | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        llm = self.llm
+        try:
+            self._chunks = self.client.chat(
+                model=llm.model, messages=self.messages, think=False,
+                keep_alive=llm.keep_alive, options=llm.options, stream=True)
+            for chunk in self._chunks:
+                if chunk.done:
+                    self.usage = Usage(chunk.prompt_eval_count, chunk.eval_count)
+                text = chunk.message.content or ""
+                if text:
+                    yield text
+        except _CLIENT_ERRORS as exc:
+            raise _failure(exc, llm.host) from exc
+
+    def close(self) -> None:
+        """Close the response: Ollama stops generating when its client goes."""
+        close = getattr(self._chunks, "close", None)
+        if callable(close):
+            close()
         self.client.close()

@@ -7,20 +7,26 @@ model outside the database (the LLM, the cross-encoder) degrade instead of faili
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from sidecar.answer.condense import Condensed, Condenser
-from sidecar.answer.ollama import ChatLLM, OllamaChat
+from sidecar.answer.llm import ChatLLM
+from sidecar.answer.ollama import OllamaChat
 from sidecar.answer.pipeline_types import Assessment, PipelineResources, RetrievalOutcome
 from sidecar.answer.rerank import POSTS_PER_TOPIC, Candidate, by_relevance, cross_encode
 from sidecar.config.settings import Settings
+from sidecar.core.answer_messages import abstain_text
+from sidecar.core.answer_prompt import PromptEvidence, build_prompt
 from sidecar.core.condense import Turn
 from sidecar.core.evidence import PostText, evidence_item, plain_text
 from sidecar.core.gate import GateDecision, check_input
 from sidecar.core.knee import knee_cut
+from sidecar.core.sanitize_messages import pick_locale
+from sidecar.core.text import excerpt
 from sidecar.core.trace import StepFailed, Trace
 from sidecar.core.types import TopicHit
 from sidecar.core.zones import ScorerKind, Thresholds, Zone, ZoneDecision, decide_zone
@@ -111,7 +117,10 @@ class RetrievalPipeline:
         if not gate.passed:
             outcome = self._gated(gate, trace)
         else:
-            outcome = self._search(turns, limit, gate, trace)
+            outcome = self._search(turns, limit, gate, trace, locale)
+        outcome.locale = pick_locale(locale, self.settings.forum_locale)
+        if outcome.prompt is None:
+            outcome.abstain_text = abstain_text(outcome.locale, self.settings.forum_url)
         self._store(outcome, turns, locale, asker)
         return outcome
 
@@ -191,7 +200,8 @@ class RetrievalPipeline:
                           rerank_error=rerank_error, options=options)
 
     def _search(
-        self, turns: Sequence[Turn], limit: int, gate: GateDecision, trace: Trace
+        self, turns: Sequence[Turn], limit: int, gate: GateDecision, trace: Trace,
+        locale: str | None,
     ) -> RetrievalOutcome:
         condensed = self._condense(turns, trace)
         query = self.res.search.check_query(condensed.query)
@@ -214,6 +224,14 @@ class RetrievalPipeline:
             evidence = self._evidence(kept, query)
             detail.update(items=len(evidence), chars=self.settings.evidence_chars,
                           neighbours=self.settings.evidence_neighbours)
+        # What an LLM is asked, shaped by the zone (none when it abstains): each evidence
+        # post's words most about the question, longer than the excerpt a person reads.
+        prompt = build_prompt(
+            decision.zone, turns[-1].content,
+            [PromptEvidence(n, c.best_post.title,
+                            excerpt(c.best_post.text, query, self.settings.answer_evidence_chars))
+             for n, c in enumerate(kept, start=1)],
+            locale, standalone=query)
 
         return RetrievalOutcome(
             retrieval_id=uuid.uuid4(), query=query, query_source=condensed.source,
@@ -225,7 +243,8 @@ class RetrievalPipeline:
                  "fused_rank": c.fused_rank}
                 for c in candidates
             ],
-            trace=trace, condensed=condensed, rerank_error=rerank_error,
+            trace=trace, condensed=condensed, rerank_error=rerank_error, prompt=prompt,
+            vector=assessed.found.vector,
         )
 
     def _rerank(
@@ -301,5 +320,9 @@ class RetrievalPipeline:
             evidence=outcome.evidence, candidates=outcome.candidates,
             trace=outcome.trace.as_list(), asker=asker,
         )
+        if outcome.zone is Zone.ABSTAIN and outcome.vector is not None:
+            # A question the forum cannot answer: its embedding for the content-gap view.
+            row = dataclasses.replace(row, gap_vector=[float(x) for x in outcome.vector],
+                                      gap_model=self.res.model.name)
         with self.res.db.connection() as conn:
             insert_retrieval(conn, row)

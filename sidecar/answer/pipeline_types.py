@@ -16,6 +16,7 @@ from models.protocols import Reranker
 from sidecar.answer.condense import Condensed
 from sidecar.answer.rerank import Candidate
 from sidecar.config.settings import Settings
+from sidecar.core.answer_prompt import Prompt
 from sidecar.core.gate import GateDecision
 from sidecar.core.rerank_score import Residual
 from sidecar.core.trace import Trace
@@ -114,6 +115,12 @@ class RetrievalOutcome:
     condensed: Condensed | None = None
     rerank_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The zone-shaped messages for an LLM (None when the zone abstains: no LLM may be asked),
+    # else the fixed text the member gets instead of an answer.
+    prompt: Prompt | None = None
+    abstain_text: str | None = None
+    locale: str = "en"  # the forum language the member's texts are written in (en, fr)
+    vector: Any = None  # the query's embedding (None when gated), never serialized
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON answer of ``POST /v1/retrieve``."""
@@ -128,5 +135,7 @@ class RetrievalOutcome:
             "scorer": self.scorer,
             "top_score": self.top_score,
             "evidence": self.evidence,
+            "prompt": self.prompt.as_dict() if self.prompt is not None else None,
+            "abstain_text": self.abstain_text,
             "trace": self.trace.as_list(),
         }

@@ -11,10 +11,15 @@ and citations to it are dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from sidecar.config.settings import Settings
+from sidecar.core.answer_messages import abstain_text
+from sidecar.core.answer_prompt import is_refusal, strip_thinking
 from sidecar.core.forum_links import ForumSite
 from sidecar.core.sanitize import (
     MAX_TEXT_CHARS,
@@ -23,9 +28,11 @@ from sidecar.core.sanitize import (
     SanitizeResult,
     sanitize_answer,
 )
-from sidecar.core.sanitize_messages import pick_locale
+from sidecar.core.sanitize_messages import Locale, pick_locale
 from sidecar.db import Database
+from sidecar.db.answers import AnswerRow, insert_answer, mark_gap
 from sidecar.db.forum_read import public_posts
+from sidecar.db.pool import DictConn
 from sidecar.db.retrievals import get_retrieval
 from sidecar.errors import ConfigurationError, NotFound, PayloadTooLarge
 
@@ -77,19 +84,75 @@ def _linked(item: dict[str, Any], current: dict[int, LinkedPost]) -> LinkedPost:
                       url=str(item.get("url") or ""), topic_url="")
 
 
-class SanitizeService:
-    """Sanitizes LLM answers against stored retrievals."""
+@dataclass(frozen=True)
+class CheckedEvidence:
+    """A retrieval's evidence as it is now: which of its posts are still public, their links."""
 
-    def __init__(self, db: Database, settings: Settings) -> None:
+    refs: list[EvidenceRef]
+    public: frozenset[int]
+    site: ForumSite
+    locale: Locale
+
+    def sanitize(self, text: str, *, footer: bool = True) -> SanitizeResult:
+        """``text`` with checked citations and links (and the Sources footer)."""
+        return sanitize_answer(text, self.refs, self.public, self.site, self.locale,
+                               footer=footer)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An LLM reply made fit to show: the sanitized answer, or the abstain text when the LLM
+    used the refusal clause (``no_answer``: none of its words are kept)."""
+
+    outcome: Literal["answered", "no_answer"]
+    result: SanitizeResult
+
+
+class SanitizeService:
+    """Sanitizes LLM answers against retrievals: ``/v1/sanitize``, and ``/v1/answer``'s replies
+    (one :meth:`finish` for both, so the same reply gives the same text on either path)."""
+
+    def __init__(self, db: Database, settings: Settings,
+                 gap_embedder: Callable[[str], Sequence[float]] | None = None,
+                 gap_model: str | None = None) -> None:
+        """``gap_embedder``/``gap_model``: the query embedder that keeps an unanswered
+        question's vector for the content-gap view (None: not kept)."""
         self.db = db
         self.settings = settings
+        self.gap_embedder = gap_embedder
+        self.gap_model = gap_model
         try:
             self.site = ForumSite.parse(settings.forum_url)
         except ValueError as exc:
             raise ConfigurationError(f"SIDECAR_FORUM_URL: {exc}") from exc
 
-    def sanitize(self, retrieval_id: str, text: str) -> SanitizeResult:
-        """Rewrite ``text``'s citations against retrieval ``retrieval_id`` and strip its links.
+    def check(self, conn: DictConn, evidence: Sequence[Any], locale: str | None
+              ) -> CheckedEvidence:
+        """Re-check now, through the public filter, which evidence posts are public."""
+        items = [i for i in evidence if isinstance(i, dict)]
+        records = public_posts(conn, _post_ids(items))
+        current = {
+            pid: LinkedPost(
+                post_id=pid, topic_id=r.topic_id, post_number=r.post_number, title=r.title,
+                url=f"{self.site.base}/t/{r.slug}/{r.topic_id}/{r.post_number}",
+                topic_url=self.site.topic_url(r.slug, r.topic_id),
+            )
+            for pid, r in records.items()
+        }
+        return CheckedEvidence(evidence_refs(items, current), frozenset(current), self.site,
+                               pick_locale(locale, self.settings.forum_locale))
+
+    def finish(self, checked: CheckedEvidence, reply: str) -> Finished:
+        """The member's text for an LLM ``reply``: the abstain text if it refused, else the
+        reply sanitized (a reasoning model's ``<think>`` dropped first)."""
+        if is_refusal(reply):
+            text = abstain_text(checked.locale, self.settings.forum_url)
+            return Finished("no_answer", SanitizeResult(text=text, citations=[], removed=[]))
+        return Finished("answered", checked.sanitize(strip_thinking(reply)))
+
+    def sanitize(self, retrieval_id: str, text: str) -> Finished:
+        """Rewrite ``text``'s citations against retrieval ``retrieval_id`` and strip its links;
+        the ask is logged (source ``sanitize``).
 
         Raises NotFound for an unknown (or malformed) retrieval id and PayloadTooLarge for a
         text over ``MAX_TEXT_CHARS``.
@@ -97,6 +160,7 @@ class SanitizeService:
         if len(text) > MAX_TEXT_CHARS:
             raise PayloadTooLarge(
                 f"text is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}")
+        started = time.perf_counter()
         with self.db.connection() as conn:
             row = get_retrieval(conn, retrieval_id)
             if row is None:
@@ -106,15 +170,26 @@ class SanitizeService:
             if not isinstance(evidence, list):
                 log.error("retrieval %s has malformed evidence", retrieval_id)
                 evidence = []
-            records = public_posts(conn, _post_ids(evidence))
-        current = {
-            pid: LinkedPost(
-                post_id=pid, topic_id=r.topic_id, post_number=r.post_number, title=r.title,
-                url=f"{self.site.base}/t/{r.slug}/{r.topic_id}/{r.post_number}",
-                topic_url=self.site.topic_url(r.slug, r.topic_id),
-            )
-            for pid, r in records.items()
-        }
-        refs = evidence_refs([i for i in evidence if isinstance(i, dict)], current)
-        locale = pick_locale(row.locale, self.settings.forum_locale)
-        return sanitize_answer(text, refs, frozenset(current), self.site, locale)
+            finished = self.finish(self.check(conn, evidence, row.locale), text)
+            self.log(conn, row.id, row.query, finished, started)
+        return finished
+
+    def log(self, conn: DictConn, retrieval_id: uuid.UUID, query: str, finished: Finished,
+            started: float) -> None:
+        """Store a checked reply in the ask log; an unanswered one keeps its query's vector."""
+        insert_answer(conn, AnswerRow(
+            id=uuid.uuid4(), retrieval_id=retrieval_id, source="sanitize",
+            outcome=finished.outcome, answer=finished.result.text,
+            cited_post_ids=[c.post_id for c in finished.result.citations],
+            removed=removed_counts(finished.result),
+            total_ms=round((time.perf_counter() - started) * 1000, 3)))
+        if finished.outcome == "no_answer" and self.gap_embedder and self.gap_model and query:
+            mark_gap(conn, retrieval_id, self.gap_embedder(query), self.gap_model)
+
+
+def removed_counts(result: SanitizeResult) -> dict[str, int]:
+    """What the sanitizer removed, counted by kind (citations, links, html)."""
+    counts = {"citations": 0, "links": 0, "html": 0}
+    for removal in result.removed:
+        counts[{"citation": "citations", "link": "links"}.get(removal.kind, "html")] += 1
+    return counts

@@ -10,6 +10,7 @@ from flask import Flask, request
 from sidecar.api import (
     proxy,
     routes_admin,
+    routes_answer,
     routes_discourse,
     routes_health,
     routes_index,
@@ -113,7 +114,7 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
     app.before_request(reject_nul_characters)
 
     for module in (routes_health, routes_search, routes_related, routes_retrieve,
-                   routes_sanitize, routes_index, routes_discourse, routes_admin,
+                   routes_answer, routes_sanitize, routes_index, routes_discourse, routes_admin,
                    routes_moderation, routes_mcp):
         app.register_blueprint(module.bp)
     return app

@@ -21,7 +21,7 @@ from werkzeug.exceptions import HTTPException
 from models.errors import ModelError, ModelInputError
 from sidecar.api.context import respond
 from sidecar.api.schemas import ErrorResponse
-from sidecar.errors import SidecarError
+from sidecar.errors import SidecarError, TooManyRequests
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,10 @@ def register_error_handlers(app: Flask) -> None:
         body = _body(exc.code, exc.message, exc.details)
         if exc.status >= 500:
             return _server_error(exc.status, body, f"{exc.code}: {exc}")
-        return _error(body, exc.status)
+        response = _error(body, exc.status)
+        if isinstance(exc, TooManyRequests) and exc.retry_after_s is not None:
+            response.headers["Retry-After"] = str(max(1, exc.retry_after_s))
+        return response
 
     @app.errorhandler(ValidationError)
     def _validation(exc: ValidationError) -> ResponseReturnValue:

@@ -1,5 +1,5 @@
-"""Prometheus metrics: request counts, per-stage latency from the trace, zones, LLM, caches and
-MCP tool calls."""
+"""Prometheus metrics: request counts, per-stage latency from the trace, zones, LLM, caches,
+answers and MCP tool calls."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from prometheus_client import Counter, Histogram
 
 from models.web.metrics import LATENCY_BUCKETS, AppMetrics
 from sidecar.core.trace import Trace
+
+# An answer's times are an LLM's: from a fraction of a second to the 20 s deadline and past it.
+ANSWER_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0)
 
 
 class Metrics(AppMetrics):
@@ -32,6 +35,14 @@ class Metrics(AppMetrics):
                                  ["step", "reason"], registry=r)
         self.cache = Counter("sidecar_cache", "Cache lookups by cache and result",
                              ["cache", "result"], registry=r)
+        self.answers = Counter("sidecar_answers", "Answers (/v1/answer) by outcome",
+                               ["outcome"], registry=r)
+        self.answer_first_token = Histogram(
+            "sidecar_answer_first_token_seconds", "Time from the LLM call to its first token",
+            buckets=ANSWER_BUCKETS, registry=r)
+        self.answer_seconds = Histogram(
+            "sidecar_answer_seconds", "An answer's total time, from its request, by outcome",
+            ["outcome"], buckets=ANSWER_BUCKETS, registry=r)
         self.mcp_tool_calls = Counter(
             "sidecar_mcp_tool_calls", "MCP tool calls by tool and outcome (ok, invalid, "
             "refused, unavailable, error)",

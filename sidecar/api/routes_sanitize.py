@@ -51,6 +51,9 @@ class SanitizeResponse(ResponseModel):
                                   "to action in the forum's language.")
     citations: list[CitationModel]
     removed: list[RemovalModel]
+    outcome: Literal["answered", "no_answer"] = Field(description=(
+        "no_answer when the reply is the prompt's refusal sentinel: then text is the abstain "
+        "text and none of the reply's words are kept."))
 
 
 @bp.post("/v1/sanitize")
@@ -61,5 +64,7 @@ class SanitizeResponse(ResponseModel):
 def sanitize() -> ResponseReturnValue:
     """Sanitize one answer against its retrieval, re-checking now that each post is public."""
     body = parse_body(SanitizeRequest)
-    result = get_resources().sanitizer().sanitize(str(body.retrieval_id), body.text)
-    return respond(SanitizeResponse, result)
+    finished = get_resources().sanitizer().sanitize(str(body.retrieval_id), body.text)
+    result = finished.result
+    return respond(SanitizeResponse, {"text": result.text, "citations": result.citations,
+                                      "removed": result.removed, "outcome": finished.outcome})

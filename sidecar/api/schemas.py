@@ -251,6 +251,21 @@ class GateModel(ResponseModel):
     reason: GateReason | None
 
 
+class PromptMessageModel(ResponseModel):
+    """One chat message (discourse-ai's ``llm.generate`` calls ``role`` ``type``)."""
+
+    role: Literal["system", "user"]
+    content: str
+
+
+class PromptModel(ResponseModel):
+    """The zone-shaped messages for an assistant that brings its own LLM."""
+
+    messages: list[PromptMessageModel]
+    refusal: str = Field(description="What the LLM replies when the evidence does not answer; "
+                                     "/v1/sanitize turns that reply into the abstain text.")
+
+
 class RetrieveResponse(ResponseModel):
     """`POST /v1/retrieve` answer."""
 
@@ -263,6 +278,12 @@ class RetrieveResponse(ResponseModel):
     scorer: str = Field(description="cross-encoder:<model>, bi-encoder:<model> or none.")
     top_score: float | None
     evidence: list[EvidenceModel]
+    prompt: PromptModel | None = Field(description=(
+        "The messages to send to an LLM (answer from the evidence, cite [[n]], the refusal "
+        "clause), shaped by the zone; null when the zone is abstain: call no LLM then."))
+    abstain_text: str | None = Field(description=(
+        "With zone abstain: the fixed text to show instead of an answer (the forum's "
+        "language), else null."))
     trace: list[TraceStepModel]
 
 

@@ -271,6 +271,28 @@ class Settings(BaseSettings):
     evidence_chars: int = 320
     evidence_neighbours: int = 0
 
+    # --- the answer (POST /v1/answer; docs/answer.md) ----------------------------------------
+    # The LLM that writes answers: with only OLLAMA_URL set, that Ollama and ollama_model (the
+    # condenser's); each part can be set apart (a small model condenses, a bigger one answers).
+    # "openai": any OpenAI-compatible chat-completions server (vLLM, llama.cpp, LM Studio, a
+    # hosted API) at answer_url (its /v1 base, e.g. http://gpu:8000/v1).
+    answer_api: Literal["ollama", "openai"] = "ollama"
+    answer_url: str | None = None  # default: OLLAMA_URL with answer_api "ollama"
+    answer_api_key: SecretStr | None = None  # the server's bearer key (OpenAI-compatible)
+    answer_model: str | None = None  # default: ollama_model
+    answer_temperature: float = Field(default=0.2, ge=0, le=2)
+    answer_max_tokens: int = Field(default=700, ge=16, le=8192)
+    # The whole answer's deadline, retrieval included (Ask AI's 20 s); the LLM is given what is
+    # left, and a reply not finished by then is a failure (the member gets the evidence).
+    answer_timeout_s: float = Field(default=20.0, gt=0, le=600)
+    # LLM calls in flight at once on this node (every API process of the host shares the count
+    # in Redis); beyond it a request gets 429 with Retry-After and the LLM is not touched.
+    answer_max_inflight: int = Field(default=4, ge=1, le=1024)
+    # Answers a minute per asker id (the request's `asker`; Ask AI's 8); 0: no limit.
+    answer_asker_per_minute: int = Field(default=8, ge=0, le=10_000)
+    # Characters of each evidence post the LLM reads (the part most about the question).
+    answer_evidence_chars: int = Field(default=1500, ge=200, le=20_000)
+
     # --- related topics and the composer (docs/related.md) --------------------------------
     # /v1/topics/<id>/related: both legs fused as search serves a question with details, or
     # the topic's stored vector alone (chosen by `sidecar eval-related`).
@@ -352,6 +374,23 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _check_answer(self) -> Settings:
+        if self.answer_api == "openai" and not self.answer_url:
+            raise ValueError("SIDECAR_ANSWER_API=openai needs SIDECAR_ANSWER_URL (the server's "
+                             "OpenAI-compatible base, e.g. http://gpu-host:8000/v1)")
+        return self
+
+    def answer_llm_url(self) -> str | None:
+        """Where answers are written: SIDECAR_ANSWER_URL, else OLLAMA_URL (Ollama only)."""
+        if self.answer_url:
+            return self.answer_url
+        return self.ollama_url if self.answer_api == "ollama" else None
+
+    def answer_llm_model(self) -> str:
+        """The model that writes answers: SIDECAR_ANSWER_MODEL, else the condenser's."""
+        return self.answer_model or self.ollama_model
 
     def hnsw_build(self) -> dict[str, Any]:
         """Keyword arguments of ``ensure_index`` for a new HNSW index (m, ef_construction, mem)."""

@@ -273,9 +273,11 @@ def _foreign_reason(destination: str, what: str, site: ForumSite) -> str:
     return "does not point into the forum"
 
 
-def _finalize(run: _Run, body: str) -> str:
-    footer = run.footer()
-    return f"{body}\n\n{footer}" if body else footer
+def _finalize(run: _Run, body: str, footer: bool = True) -> str:
+    if not footer:
+        return body
+    end = run.footer()
+    return f"{body}\n\n{end}" if body else end
 
 
 def sanitize_answer(
@@ -284,19 +286,25 @@ def sanitize_answer(
     public_post_ids: AbstractSet[int],
     site: ForumSite,
     locale: Locale,
+    *,
+    footer: bool = True,
 ) -> SanitizeResult:
-    """Sanitize an LLM answer against one retrieval's evidence (see the module docstring)."""
+    """Sanitize an LLM answer against one retrieval's evidence (see the module docstring).
+
+    ``footer=False`` gives the body alone, without Sources and call to action: the part of a
+    streamed answer sent while it grows (:mod:`sidecar.core.stream_sanitize`).
+    """
     links = _Links(evidence, public_post_ids)
     clean = strip_invisible(text)
     for strict in (False, True):
         run = _Run(links, site, locale, strict)
-        result = _finalize(run, run.body(clean))
+        result = _finalize(run, run.body(clean), footer)
         if not unexpected_links(result, run.allowed):
             return _result(run, result, strict)
     # Both passes produced something the renderer would link: show nothing of the answer.
     run = _Run(links, site, locale, True)
     run.remove("html", text[:200], "the answer could not be made safe; it was replaced")
-    return _result(run, _finalize(run, run.messages["unsafe"]), True)
+    return _result(run, _finalize(run, run.messages["unsafe"], footer), True)
 
 
 def _result(run: _Run, text: str, strict: bool) -> SanitizeResult:

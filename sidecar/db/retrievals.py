@@ -46,6 +46,10 @@ class RetrievalRow:
     candidates: list[dict[str, Any]] = field(default_factory=list)
     trace: list[dict[str, Any]] = field(default_factory=list)
     asker: str | None = None  # the forum's opaque id of who asked (migration 0008)
+    # An unanswered question's query embedding and its model (migration 0010): written, never
+    # read back with the row (sidecar.db.answers.gap_questions reads them).
+    gap_vector: list[float] | None = field(default=None, repr=False)
+    gap_model: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,12 +84,12 @@ def insert_retrieval(conn: DictConn, row: RetrievalRow) -> None:
         """
         INSERT INTO sidecar_retrievals (id, conversation, query, query_source, locale, zone,
                                         gate_reason, scorer, top_score, scores, evidence,
-                                        candidates, trace, asker)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                                        candidates, trace, asker, gap_vector, gap_model)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         """,
         (row.id, Jsonb(row.conversation), row.query, row.query_source, row.locale, row.zone,
          row.gate_reason, row.scorer, row.top_score, Jsonb(row.scores), Jsonb(row.evidence),
-         Jsonb(row.candidates), Jsonb(row.trace), row.asker),
+         Jsonb(row.candidates), Jsonb(row.trace), row.asker, row.gap_vector, row.gap_model),
     )
 
 

@@ -21,6 +21,9 @@ from typing import Any, Generic, TypeVar
 import redis
 
 from models.protocols import Embedder, Reranker
+from sidecar.answer.answer_service import AnswerService
+from sidecar.answer.llm import AnswerLLM
+from sidecar.answer.llm_servers import answer_llm_from_settings
 from sidecar.answer.pipeline import RetrievalPipeline
 from sidecar.answer.sanitize_service import SanitizeService
 from sidecar.config.settings import Settings
@@ -28,7 +31,7 @@ from sidecar.core.rerank_score import Residual
 from sidecar.db import Database
 from sidecar.db.embeddings import RegisteredModel, registered_model
 from sidecar.db.migrate import check_current, parse_version, pgvector_version, upgrade
-from sidecar.errors import ConfigurationError
+from sidecar.errors import ConfigurationError, LLMNotConfigured
 from sidecar.ingest.indexing import Indexer
 from sidecar.moderation.auth import ModeratorAuth
 from sidecar.moderation.service import ModerationService
@@ -104,6 +107,8 @@ class Resources:
     _lock: threading.RLock = field(init=False, repr=False, default_factory=threading.RLock)
     _retrieval: _Once[RetrievalPipeline] = field(init=False, repr=False, default_factory=_Once)
     _sanitizer: _Once[SanitizeService] = field(init=False, repr=False, default_factory=_Once)
+    _answerer: _Once[AnswerService] = field(init=False, repr=False, default_factory=_Once)
+    _answer_llm: _Once[AnswerLLM] = field(init=False, repr=False, default_factory=_Once)
     _moderation: _Once[ModerationService] = field(init=False, repr=False, default_factory=_Once)
     _moderator_auth: _Once[ModeratorAuth] = field(init=False, repr=False, default_factory=_Once)
     _embedders: dict[str, Embedder] = field(init=False, repr=False, default_factory=dict)
@@ -185,8 +190,36 @@ class Resources:
         return self._retrieval.get(self._lock, lambda: RetrievalPipeline(self))
 
     def sanitizer(self) -> SanitizeService:
-        """The answer sanitizer of ``/v1/sanitize``."""
-        return self._sanitizer.get(self._lock, lambda: SanitizeService(self.db, self.settings))
+        """The answer sanitizer of ``/v1/sanitize`` (and of ``/v1/answer``'s replies)."""
+        def build() -> SanitizeService:
+            embed = None
+            if self.loaded is not None:  # an unanswered question keeps its query's vector
+                embedder = self.loaded.embedder
+                embed = lambda query: embedder.embed([query], kind="query")[0]  # noqa: E731
+            return SanitizeService(self.db, self.settings, embed, self.model.name)
+        return self._sanitizer.get(self._lock, build)
+
+    @property
+    def llm_configured(self) -> bool:
+        """True when an LLM is configured to write answers (``/v1/answer`` serves)."""
+        return self.settings.answer_llm_url() is not None
+
+    def answerer(self) -> AnswerService:
+        """The answer of ``/v1/answer``; :class:`LLMNotConfigured` (503) without an LLM."""
+        if not self.llm_configured:
+            raise LLMNotConfigured(
+                "no LLM is configured to write answers: set OLLAMA_URL (an Ollama; the model "
+                "is SIDECAR_OLLAMA_MODEL), or SIDECAR_ANSWER_API=openai with SIDECAR_ANSWER_URL "
+                "(any OpenAI-compatible server). /v1/retrieve and /v1/sanitize work without one.",
+                details={"settings": ["OLLAMA_URL", "SIDECAR_ANSWER_URL"]})
+
+        def build() -> AnswerService:
+            llm = self._answer_llm.get(self._lock, lambda: _required(
+                answer_llm_from_settings(self.settings)))
+            return AnswerService(pipeline=self.retrieval(), sanitizer=self.sanitizer(),
+                                 db=self.db, redis=self.redis, settings=self.settings, llm=llm,
+                                 model_name=self.model.name)
+        return self._answerer.get(self._lock, build)
 
     def moderation(self) -> ModerationService:
         """The review of stored retrievals (the moderator pages and API)."""
@@ -202,12 +235,20 @@ class Resources:
         """Release connections (the embedded servers stop when their last user exits)."""
         if self.loaded is not None:
             self.loaded.search.keyword.close()
+        if self._answer_llm.value is not None:
+            self._answer_llm.value.close()
         self.db.close()
         self.redis.close()
         for model in self.owned_models:
             close = getattr(model, "close", None)  # remote models hold an HTTP pool
             if callable(close):
                 close()
+
+
+def _required(llm: AnswerLLM | None) -> AnswerLLM:
+    if llm is None:  # llm_configured said there is one: the settings changed under us
+        raise LLMNotConfigured("no LLM is configured to write answers")
+    return llm
 
 
 def start_resources(

@@ -37,6 +37,7 @@ class OllamaBehaviour:
     error: str = "internal error"
     stream_error: str | None = None  # an {"error": ...} line in the middle of a stream
     chunk_chars: int = 4  # streamed replies come in pieces of this size
+    chunk_delay_s: float = 0.0  # between two streamed pieces (a fixed generation rate)
     embedders: dict[str, EmbedFn] = field(default_factory=dict)  # name -> texts to vectors
     context_length: int = 256  # what /api/show says of the embedding models
 
@@ -48,6 +49,33 @@ class RecordedRequest:
     method: str
     path: str
     body: dict[str, Any] | None
+
+
+class ChatGauge:
+    """Chat requests in flight now, the most at once, and streams whose client left."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+        self.left = 0
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Count one request while it is served."""
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.now -= 1
+
+    def client_left(self) -> None:
+        """A write failed: the client closed the connection mid-stream."""
+        with self._lock:
+            self.left += 1
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -64,6 +92,7 @@ class OllamaServer:
     def __init__(self) -> None:
         self.behaviour = OllamaBehaviour()
         self.requests: list[RecordedRequest] = []
+        self.chats = ChatGauge()
         self._lock = threading.Lock()
         self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -95,6 +124,7 @@ class OllamaServer:
         with self._lock:
             self.behaviour = OllamaBehaviour()
             self.requests.clear()
+            self.chats = ChatGauge()
 
     def start(self) -> OllamaServer:
         """Serve in the background."""
@@ -161,7 +191,8 @@ class OllamaServer:
                 if self.path == "/api/show":
                     self._show(body)
                 elif self.path == "/api/chat":
-                    self._chat(body)
+                    with server.chats.counting():
+                        self._chat(body)
                 elif self.path == "/api/embed":
                     self._embed(body)
                 else:
@@ -264,6 +295,8 @@ class OllamaServer:
                 size = max(1, b.chunk_chars)
                 pieces = [text[i:i + size] for i in range(0, len(text), size)]
                 for i, piece in enumerate(pieces):
+                    if i and b.chunk_delay_s:
+                        time.sleep(b.chunk_delay_s)
                     if b.stream_error is not None and i == len(pieces) // 2:
                         self._chunk({"error": b.stream_error})
                         break
@@ -278,8 +311,12 @@ class OllamaServer:
 
             def _chunk(self, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode() + b"\n"
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
+                try:
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                except OSError:  # the client left: what a real server sees, counted
+                    server.chats.client_left()
+                    raise
 
         return Handler
 

@@ -167,4 +167,4 @@ def test_openapi_documents_sanitize(http: Any, auth: dict[str, str]) -> None:
     op = spec["paths"]["/v1/sanitize"]["post"]
     assert {"200", "404", "413", "422"} <= set(op["responses"])
     schema = spec["components"]["schemas"]["SanitizeResponse"]
-    assert set(schema["properties"]) == {"text", "citations", "removed"}
+    assert set(schema["properties"]) == {"text", "citations", "removed", "outcome"}
