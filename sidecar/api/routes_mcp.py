@@ -22,6 +22,7 @@ from sidecar.api import routes_related
 from sidecar.api.context import get_metrics, get_resources
 from sidecar.api.errors import request_id
 from sidecar.api.metrics import Metrics
+from sidecar.api.routes_answer import observe_answer
 from sidecar.api.routes_retrieve import observe as observe_retrieval
 from sidecar.errors import BadRequest, SidecarError, TooManyRequests, Unauthorized
 from sidecar.mcp.protocol import McpServer, build_server, error_body
@@ -93,6 +94,8 @@ def observe(metrics: Metrics, calls: list[ToolCall]) -> None:
             metrics.observe_trace(trace)
         if call.retrieval is not None:
             observe_retrieval(metrics, call.retrieval)
+        if call.answer is not None:
+            observe_answer(metrics, call.answer)
 
 
 # What the app's guard and checks refuse before the view runs (no or a wrong key, too many

@@ -1,4 +1,4 @@
-"""The MCP server: the forum's search, related topics and retrieval as tools any MCP client
+"""The MCP server: the forum's search, related topics, retrieval and answers as tools any MCP client
 (discourse-ai's agents, desktop assistants, IDEs) can call over ``POST /mcp``.
 
 ``protocol`` speaks JSON-RPC 2.0 over streamable HTTP, stateless (protocol versions 2025-03-26,

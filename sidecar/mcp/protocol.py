@@ -195,4 +195,5 @@ def build_server(res: McpResources, related: RelatedService) -> McpServer:
     """The server of a process: its tools over ``res``, named as the sidecar."""
     info = types.Implementation(name="forum-rag-sidecar", title="Forum RAG sidecar",
                                 version=__version__)
-    return McpServer(ToolBox(res, related), info, instructions(res.settings.forum_url))
+    return McpServer(ToolBox(res, related), info,
+                     instructions(res.settings.forum_url, answer=res.llm_configured))

@@ -69,6 +69,9 @@ def retrieval_text(data: Mapping[str, Any]) -> str:
         lines += ["", f"[{item['n']}] {item['title']}", item["url"], _one_line(item["excerpt"])]
     if not data["evidence"]:
         lines += ["", "No evidence."]
+    if data.get("abstain_text"):
+        lines += ["", "The forum's own words for this case, to give the member as they are:",
+                  "", data["abstain_text"]]
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """The MCP tools run on the sidecar's services, and every way they can fail as a tool result.
 
 A tool calls what the matching /v1 route calls (``SearchService.search``,
-``RelatedService.related``, ``RetrievalPipeline.retrieve``), so it sees only what they see:
+``RelatedService.related``, ``RetrievalPipeline.retrieve``, ``AnswerService``: ``answer`` is
+served only where an LLM is configured to write answers), so it sees only what they see:
 public posts. What goes wrong inside a tool (arguments the model refuses, a topic that is not
 public, a model host that is down, a bug) is a ``CallToolResult`` with ``isError`` and one short
 sentence for the LLM, as the MCP specification asks, never an HTTP error: the agent reads it and
@@ -19,6 +20,7 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from models.errors import ModelError, ModelInputError
+from sidecar.answer.answer_service import AnswerService
 from sidecar.answer.pipeline import RetrievalPipeline
 from sidecar.answer.pipeline_types import RetrievalOutcome
 from sidecar.config.settings import Settings
@@ -26,9 +28,11 @@ from sidecar.core.trace import Trace
 from sidecar.errors import SidecarError
 from sidecar.mcp import render
 from sidecar.mcp.tools import (
+    ANSWER,
     RELATED,
     RETRIEVE,
     SEARCH,
+    AnswerArguments,
     RelatedArguments,
     RetrieveArguments,
     SearchArguments,
@@ -64,6 +68,15 @@ class McpResources(Protocol):
         """The pipeline ``retrieve`` runs."""
         ...
 
+    @property
+    def llm_configured(self) -> bool:
+        """Whether an LLM is configured to write answers (``answer`` is served)."""
+        ...
+
+    def answerer(self) -> AnswerService:
+        """The service ``answer`` runs (``/v1/answer``'s)."""
+        ...
+
 
 class UnknownTool(LookupError):
     """``tools/call`` named no tool of this server (a JSON-RPC "invalid params" error)."""
@@ -78,6 +91,7 @@ class Produced:
     data: dict[str, Any]
     traces: list[Trace] = field(default_factory=list)
     retrieval: RetrievalOutcome | None = None
+    answer: dict[str, Any] | None = None  # /v1/answer's body, for its metrics
 
 
 @dataclass
@@ -89,6 +103,7 @@ class ToolCall:
     result: types.CallToolResult
     traces: list[Trace] = field(default_factory=list)
     retrieval: RetrievalOutcome | None = None
+    answer: dict[str, Any] | None = None
 
 
 class ToolBox:
@@ -97,11 +112,14 @@ class ToolBox:
     def __init__(self, res: McpResources, related: RelatedService) -> None:
         self.res = res
         self.related_service = related
-        self._tools: dict[str, tuple[ToolSpec, Callable[[Any], Produced]]] = {
+        self._tools: dict[str, tuple[ToolSpec, Callable[[Any], Produced]]] = {}
+        if res.llm_configured:  # as /v1/answer, which is a 503 without one
+            self._tools[ANSWER.name] = (ANSWER, self.answer)
+        self._tools.update({
             SEARCH.name: (SEARCH, self.search),
             RETRIEVE.name: (RETRIEVE, self.retrieve),
             RELATED.name: (RELATED, self.related),
-        }
+        })
 
     def definitions(self) -> list[types.Tool]:
         """The tools as ``tools/list`` lists them."""
@@ -139,7 +157,8 @@ class ToolBox:
         result = types.CallToolResult(
             content=[types.TextContent(type="text", text=produced.text)],
             structured_content=produced.data if structured else None)
-        return ToolCall(name, "ok", result, produced.traces, produced.retrieval)
+        return ToolCall(name, "ok", result, produced.traces, produced.retrieval,
+                        produced.answer)
 
     # --- the tools ------------------------------------------------------------------------
 
@@ -162,10 +181,29 @@ class ToolBox:
                         [outcome.trace])
 
     def retrieve(self, args: RetrieveArguments) -> Produced:
-        """``retrieve``: ``POST /v1/retrieve`` (the retrieval is stored, without an asker)."""
+        """``retrieve``: ``POST /v1/retrieve`` (the retrieval is stored, without an asker).
+
+        The JSON keeps the retrieval's ``prompt`` and ``abstain_text``, for a client that brings
+        its own LLM and checks the reply with ``POST /v1/sanitize``; the text leaves the prompt
+        out: its rules ([[n]] citations, no links, the refusal sentinel) are for a reply that
+        the sanitizer finishes, which an agent's is not.
+        """
         outcome = self.res.retrieval().retrieve(args.turns(), args.limit, args.locale, None)
         data = {k: v for k, v in outcome.as_dict().items() if k != "trace"}
         return Produced(render.retrieval_text(data), data, [], outcome)
+
+    def answer(self, args: AnswerArguments) -> Produced:
+        """``answer``: ``POST /v1/answer`` (not streamed; its admission, LLM and log)."""
+        service = self.res.answerer()
+        ticket = service.admit(None)  # no asker: the node's cap on answers in flight holds
+        try:
+            retrieval = service.retrieve(args.turns(), None, args.locale, None)
+        except BaseException:
+            ticket.release()
+            raise
+        body = service.answer(ticket, retrieval).as_dict()
+        data = {k: v for k, v in body.items() if k != "trace"}
+        return Produced(body["answer"]["markdown"], data, [], retrieval, body)
 
 
 def _failed(tool: str, outcome: str, message: str) -> ToolCall:

@@ -69,6 +69,10 @@ class RetrieveArguments(QuestionArguments):
         "How many evidence items to return (1-12; default 6)."))
 
 
+class AnswerArguments(QuestionArguments):
+    """``answer``."""
+
+
 class RelatedArguments(ToolArguments):
     """``related``."""
 
@@ -114,6 +118,14 @@ RETRIEVE = ToolSpec(
     "leaves open; abstain, the forum does not answer this: say so, do not guess. Pass the "
     "earlier messages in `history` when the question follows up on them.",
     RetrieveArguments)
+ANSWER = ToolSpec(
+    "answer", "Answer from the forum",
+    "Answer a member's question from the public posts of the forum {forum}, written by the "
+    "forum's own assistant: returns Markdown ready to show as it is, each point cited with a "
+    "link to the post it comes from, or, when the forum's posts do not answer, the forum's "
+    "own text saying so (never a guess). Pass the earlier messages in `history` when the "
+    "question follows up on them.",
+    AnswerArguments)
 RELATED = ToolSpec(
     "related", "Related topics",
     "Topics of the forum {forum} related to a topic, given its id (the number after the title "
@@ -161,11 +173,13 @@ def _flatten(node: Any, definitions: dict[str, Any]) -> Any:
     return out
 
 
-def instructions(forum: str) -> str:
+def instructions(forum: str, *, answer: bool) -> str:
     """What ``initialize`` tells a client about this server (clients may add it to their LLM's
-    system prompt)."""
-    return (f"Tools over the public posts of the forum {forum or '(this forum)'}. `search` "
-            "finds topics; `retrieve` gathers numbered evidence to answer a member's question "
-            "(answer only from it, cite [n] with its link, and say so when its zone is "
+    system prompt); ``answer``: the ``answer`` tool is served."""
+    answering = ("`answer` writes a cited answer with the forum's own assistant; " if answer
+                 else "")
+    return (f"Tools over the public posts of the forum {forum or '(this forum)'}. {answering}"
+            "`search` finds topics; `retrieve` gathers numbered evidence to answer a member's "
+            "question (answer only from it, cite [n] with its link, and say so when its zone is "
             "abstain); `related` lists the topics related to a topic. Links point at the post "
             "that answers. Private content is never searched.")
