@@ -49,6 +49,7 @@ class RouteDoc:
     auth: str | None = "bearer"  # "bearer", "moderator", "discourse" or None
     content_type: str = "application/json"
     errors: tuple[int, ...] = BODY_ERRORS
+    streams: bool = False  # on request, the 200 is Server-Sent Events (text/event-stream)
 
 
 _DOCS: dict[Callable[..., Any], RouteDoc] = {}
@@ -187,6 +188,10 @@ def build_spec(app: Flask, title: str, version: str) -> dict[str, Any]:
         if parameters:
             spec["parameters"] = parameters
         ok = {"description": "OK", "content": body(doc.response, doc.content_type)}
+        if doc.streams:  # each event: its name, and its data (a JSON text)
+            ok["content"]["text/event-stream"] = {"schema": {
+                "type": "object", "required": ["event", "data"],
+                "properties": {"event": {"type": "string"}, "data": {"type": "string"}}}}
         responses = {str(status): ok for status in (doc.status, *doc.also)}
         errors = doc.errors
         if doc.auth == "bearer" and 401 in errors:

@@ -42,7 +42,7 @@ def _sse(events: Iterator[Event], metrics: Metrics) -> Iterator[str]:
 
 @bp.post("/v1/answer")
 @documented(tag="answer", request=AnswerRequest, response=AnswerResponse,
-            errors=(*BODY_ERRORS, 429, 503),
+            errors=(*BODY_ERRORS, 429, 503), streams=True,
             summary="An answer ready to post: the zone decides what the LLM is asked (abstain: "
                     "no LLM call), the reply is sanitized and logged; streamed on request.")
 def answer() -> ResponseReturnValue:

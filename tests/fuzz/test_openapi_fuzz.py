@@ -30,13 +30,17 @@ EXAMPLES = 15  # per operation: about 250 requests in all
 @pytest.fixture(scope="module")
 def fuzz_app(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_url: str,
              minilm: Any) -> Iterator[Any]:
-    """The app over the demo forum embedded with MiniLM, moderation on (with its own key), so
-    that its routes are fuzzed past the "disabled" answer."""
+    """The app over the demo forum embedded with MiniLM, moderation on (with its own key), and
+    an LLM (a local server speaking Ollama's API), so that its routes are fuzzed past the
+    "disabled" and "not configured" answers."""
     from sidecar.api.app import create_app
+    from tests.answer.ollama_server import running_ollama
 
-    with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("fuzz"), minilm,
-                    prefix="t_fuzz", moderator_key=SecretStr(MODERATOR_KEY),
-                    queue_prefix=f"fuzz{uuid.uuid4().hex[:6]}") as res:
+    with running_ollama() as llm, demo_forum(
+            pg_admin_url, redis_url, tmp_path_factory.mktemp("fuzz"), minilm, prefix="t_fuzz",
+            moderator_key=SecretStr(MODERATOR_KEY), ollama_url=llm.url,
+            queue_prefix=f"fuzz{uuid.uuid4().hex[:6]}") as res:
+        llm.behaviour.reply = "Scrub it [[1]], see http://evil.example [[7]]."
         yield create_app(res.settings, res)
 
 

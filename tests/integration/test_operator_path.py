@@ -72,12 +72,19 @@ def _first_int(field: str, text: str) -> int:
 def _tour(base: str, auth: dict[str, str]) -> None:
     """Run the README's tour against a `sidecar run` and compare with the answers it shows."""
     calls = readme_tour()
-    assert [route for route, _, _ in calls] == ["/v1/search", "/v1/retrieve", "/v1/sanitize"]
+    assert [route for route, _, _ in calls] == ["/v1/search", "/v1/retrieve", "/v1/sanitize",
+                                                "/v1/answer"]
     retrieval_id = None
     for route, body, shown in calls:
         if route == "/v1/sanitize":
             body["retrieval_id"] = retrieval_id  # the README's id is of another run
         resp = httpx.post(f"{base}{route}", json=body, headers=auth, timeout=60)
+        if route == "/v1/answer":  # `sidecar run` has no LLM: the answer says what to set
+            assert resp.status_code == 503, resp.text
+            code = re.search(r'"code": "(\w+)"', shown)
+            assert code is not None and resp.json()["error"]["code"] == code[1]
+            assert "OLLAMA_URL" in resp.json()["error"]["message"]
+            continue
         assert resp.status_code == 200, (route, resp.text)
         got = resp.json()
         if route == "/v1/search":

@@ -89,13 +89,17 @@ NOT_EXERCISED = {("/v1/ready", "get", "503")}
 @pytest.fixture(scope="module")
 def forum_app(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, redis_url: str,
               minilm: Any) -> Iterator[Any]:
-    """The app over the demo forum embedded with MiniLM, moderation and webhooks on."""
+    """The app over the demo forum embedded with MiniLM, moderation and webhooks on, answers
+    written by a local server that speaks Ollama's API."""
     from sidecar.api.app import create_app
+    from tests.answer.ollama_server import running_ollama
 
-    with demo_forum(pg_admin_url, redis_url, tmp_path_factory.mktemp("conformance"), minilm,
-                    prefix="t_conf", moderator_key=SecretStr(MODERATOR_KEY),
-                    discourse_webhook_secret=SecretStr(WEBHOOK_SECRET),
-                    queue_prefix=f"conf{uuid.uuid4().hex[:6]}") as res:
+    with running_ollama() as llm, demo_forum(
+            pg_admin_url, redis_url, tmp_path_factory.mktemp("conformance"), minilm,
+            prefix="t_conf", moderator_key=SecretStr(MODERATOR_KEY), ollama_url=llm.url,
+            discourse_webhook_secret=SecretStr(WEBHOOK_SECRET),
+            queue_prefix=f"conf{uuid.uuid4().hex[:6]}") as res:
+        llm.behaviour.reply = "Run a scrub [[1]], see http://evil.example [[9]]."
         yield create_app(res.settings, res)
 
 
@@ -162,6 +166,9 @@ def test_every_documented_answer_of_every_json_route_validates(forum_app: Any) -
     sanitized = api.call("POST", "/v1/sanitize", 200, json={
         "retrieval_id": answered["retrieval_id"], "text": "Run a scrub [[1]] <b>now</b> [[9]]."})
     assert sanitized["citations"] and {r["kind"] for r in sanitized["removed"]} >= {"html"}
+    answer = api.call("POST", "/v1/answer", 200,
+                      json={"messages": [{"role": "user", "content": ZFS}]})
+    assert answer["outcome"] == "answered" and answer["cited"]
 
     api.call("POST", "/v1/index/events", 202, json={"event": "post_edited", "ids": [post_id]})
     deliver(api, "ping", {"ping": "OK"}, 1, 200)
