@@ -187,11 +187,12 @@ def build_spec(app: Flask, title: str, version: str) -> dict[str, Any]:
             parameters += _query_parameters(components[ref])
         if parameters:
             spec["parameters"] = parameters
-        ok = {"description": "OK", "content": body(doc.response, doc.content_type)}
+        content = body(doc.response, doc.content_type)
         if doc.streams:  # each event: its name, and its data (a JSON text)
-            ok["content"]["text/event-stream"] = {"schema": {
+            content["text/event-stream"] = {"schema": {
                 "type": "object", "required": ["event", "data"],
                 "properties": {"event": {"type": "string"}, "data": {"type": "string"}}}}
+        ok = {"description": "OK", "content": content}
         responses = {str(status): ok for status in (doc.status, *doc.also)}
         errors = doc.errors
         if doc.auth == "bearer" and 401 in errors:

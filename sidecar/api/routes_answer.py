@@ -33,11 +33,20 @@ def observe_answer(metrics: Metrics, body: dict[str, Any]) -> None:
 
 def _sse(events: Iterator[Event], metrics: Metrics) -> Iterator[str]:
     """Server-Sent Events; the last one, the whole answer, is counted. A client that leaves
-    closes this generator at the next event; the ask log says ``cancelled``."""
-    for name, data in events:
-        if name == "answer":
-            observe_answer(metrics, data)
-        yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    closes this generator at the next write: counted and logged ``cancelled``."""
+    finished = False
+    try:
+        for name, data in events:
+            if name == "answer":
+                observe_answer(metrics, data)
+                finished = True
+            yield f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    finally:
+        if not finished:  # the client left (or the stream broke) before the answer
+            metrics.answers.labels("cancelled").inc()
+            close = getattr(events, "close", None)
+            if callable(close):
+                close()  # the service logs the ask cancelled and stops the LLM call
 
 
 @bp.post("/v1/answer")

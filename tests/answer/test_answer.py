@@ -332,6 +332,8 @@ def test_a_client_that_leaves_cancels_the_llm_call(
             time.sleep(0.1)
     assert [a.outcome for a in logged] == ["cancelled"]
     assert fake_ollama.chats.left == 1  # the LLM server saw its client go mid-answer
+    metrics = client.get("/metrics", headers=AUTH).get_data(as_text=True)
+    assert 'sidecar_answers_total{outcome="cancelled"} 1.0' in metrics
 
 
 # --- load limits --------------------------------------------------------------------------------
