@@ -14,6 +14,7 @@ from sidecar.api import (
     routes_discourse,
     routes_health,
     routes_index,
+    routes_mcp,
     routes_moderation,
     routes_related,
     routes_retrieve,
@@ -114,6 +115,6 @@ def create_app(settings: Settings | None = None, res: Resources | None = None) -
 
     for module in (routes_health, routes_search, routes_related, routes_retrieve,
                    routes_answer, routes_sanitize, routes_index, routes_discourse, routes_admin,
-                   routes_moderation):
+                   routes_moderation, routes_mcp):
         app.register_blueprint(module.bp)
     return app

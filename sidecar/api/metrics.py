@@ -1,4 +1,5 @@
-"""Prometheus metrics: request counts, per-stage latency from the trace, zones, LLM and caches."""
+"""Prometheus metrics: request counts, per-stage latency from the trace, zones, LLM, caches,
+answers and MCP tool calls."""
 
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ class Metrics(AppMetrics):
         self.answer_seconds = Histogram(
             "sidecar_answer_seconds", "An answer's total time, from its request, by outcome",
             ["outcome"], buckets=ANSWER_BUCKETS, registry=r)
+        self.mcp_tool_calls = Counter(
+            "sidecar_mcp_tool_calls", "MCP tool calls by tool and outcome (ok, invalid, "
+            "refused, unavailable, error)",
+            ["tool", "outcome"], registry=r)
 
     def observe_trace(self, trace: Trace) -> None:
         """Record every stage of a finished request."""

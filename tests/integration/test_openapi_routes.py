@@ -16,10 +16,11 @@ from sidecar.moderation.models import ReviewFilters
 from tests.conftest import API_KEY
 
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
-# Left out of the description on purpose: Flask's static files and the moderators' HTML pages
-# (a login form, a session cookie, CSRF tokens: not an API; docs/moderation.md describes them).
+# Left out of the description on purpose: Flask's static files, the moderators' HTML pages
+# (a login form, a session cookie, CSRF tokens: not an API; docs/moderation.md describes them)
+# and the MCP endpoint (JSON-RPC, one URL for every method: docs/mcp.md describes it).
 UNDOCUMENTED = {
-    "static",
+    "static", "mcp.mcp", "mcp.mcp_stream",
     "moderation.pages.login", "moderation.pages.login_post", "moderation.pages.logout",
     "moderation.pages.review", "moderation.pages.detail", "moderation.pages.label",
     "moderation.pages.calibration",
