@@ -139,7 +139,8 @@ class ModerationService:
         return Thresholds(abstain=s.zone_cos_abstain, normal=s.zone_cos_normal)
 
     def review(self, filters: ReviewFilters) -> ReviewPage:
-        """Abstain and cautious retrievals matching the filters, newest first."""
+        """Abstain and cautious retrievals (every zone with an outcome filter) matching the
+        filters, newest first, with their asks."""
         with self.db.connection() as conn:
             items, total = repo.list_review(conn, filters)
             ids = [r.id for r in items]
