@@ -14,7 +14,7 @@ the pages are HTML pages, errors of the API are the usual JSON.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from flask import (
@@ -51,7 +51,7 @@ from sidecar.moderation.auth import (
     ModeratorAuth,
     Session,
 )
-from sidecar.moderation.models import LabelRequest, ReviewFilters
+from sidecar.moderation.models import AskOutcome, GapQuery, LabelRequest, ReviewFilters
 from sidecar.moderation.service import parse_id
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ bp = Blueprint("moderation", __name__)
 pages = Blueprint("pages", __name__, template_folder="templates", url_prefix="/moderation")
 
 
+OUTCOMES: tuple[str, ...] = get_args(AskOutcome)
 _OPEN_PAGES = frozenset({"moderation.pages.login", "moderation.pages.login_post"})
 _CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'")
@@ -180,9 +181,17 @@ def review() -> ResponseReturnValue:
     """The review list with its filters."""
     filters = ReviewFilters.from_args(request.args.to_dict())
     service = moderation_service()
-    counts, scorers = service.overview()
+    counts, scorers, outcomes = service.overview()
     return _page("moderation_list.html", page=service.review(filters), filters=filters,
-                 counts=counts, scorers=scorers, labels=LABELS)
+                 counts=counts, scorers=scorers, labels=LABELS, outcomes=outcomes,
+                 outcome_names=OUTCOMES)
+
+
+@pages.get("/gaps")
+def gaps() -> ResponseReturnValue:
+    """The content gaps: unanswered questions grouped by subject."""
+    query = GapQuery.from_args(request.args.to_dict())
+    return _page("moderation_gaps.html", report=moderation_service().gaps(query), query=query)
 
 
 def _detail(retrieval_id: str, status: int = 200, **extra: Any) -> ResponseReturnValue:

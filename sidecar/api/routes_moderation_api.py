@@ -18,13 +18,14 @@ from sidecar.api.context import get_resources, respond
 from sidecar.api.openapi import documented
 from sidecar.api.schemas_moderation import (
     CalibrationResponse,
+    GapsResponse,
     LabelResponse,
     RetrievalDetail,
     ReviewList,
 )
 from sidecar.errors import ServiceUnavailable, Unauthorized
 from sidecar.moderation.auth import Attempt, ModeratorAuth
-from sidecar.moderation.models import LabelRequest, ReviewFilters
+from sidecar.moderation.models import GapQuery, LabelRequest, ReviewFilters
 from sidecar.moderation.service import ModerationService, item_json, parse_id
 
 api = Blueprint("api", __name__, url_prefix="/v1/moderation")
@@ -72,12 +73,14 @@ _API_ERRORS = (401, 429, 503)
 @api.get("/retrievals")
 @documented(tag="moderation", auth="moderator", query=ReviewFilters, response=ReviewList,
             errors=(*_API_ERRORS, 400, 422),
-            summary="Abstain and cautious retrievals, newest first, with filters.")
+            summary="Abstain and cautious retrievals (every zone with an outcome), newest "
+                    "first, with their asks and filters.")
 def api_list() -> ResponseReturnValue:
     """A page of the review list."""
     filters = ReviewFilters.from_args(request.args.to_dict())
     page = moderation_service().review(filters)
-    return respond(ReviewList, {"items": [item_json(r) for r in page.items], "total": page.total,
+    return respond(ReviewList, {"items": [item_json(r, page.answers.get(r.id))
+                                          for r in page.items], "total": page.total,
                                 "page": filters.page, "per_page": filters.per_page,
                                 "pages": page.pages})
 
@@ -100,6 +103,16 @@ def api_label(retrieval_id: str) -> ResponseReturnValue:
     rid = parse_id(retrieval_id)
     body = LabelRequest.model_validate_json(request.get_data(cache=True) or b"", strict=True)
     return respond(LabelResponse, moderation_service().label(rid, body))
+
+
+@api.get("/gaps")
+@documented(tag="moderation", auth="moderator", query=GapQuery, response=GapsResponse,
+            errors=(*_API_ERRORS, 422),
+            summary="The questions the forum did not answer over a period, grouped by subject.")
+def api_gaps() -> ResponseReturnValue:
+    """The content gaps."""
+    query = GapQuery.from_args(request.args.to_dict())
+    return respond(GapsResponse, moderation_service().gaps(query))
 
 
 @api.get("/calibration")

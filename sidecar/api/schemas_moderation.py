@@ -31,8 +31,43 @@ class LabelResponse(ItemLabel):
     retrieval_id: str
 
 
+class CitedPost(ResponseModel):
+    """A post an answer cites: withheld (its number only) when it is no longer public."""
+
+    n: int | None
+    post_id: int | None = None
+    title: str | None = None
+    url: str | None = None
+    withheld: bool = False
+
+
+class Ask(ResponseModel):
+    """One ask of a retrieval (``POST /v1/answer``, or ``/v1/sanitize``: ``source``)."""
+
+    id: str
+    created_at: str = Field(description="ISO 8601 timestamp.")
+    source: Literal["answer", "sanitize"]
+    outcome: Literal["answered", "no_answer", "abstained", "failed", "cancelled"]
+    failure_stage: str | None
+    failure: str | None
+    llm: str | None = Field(description="The LLM server's kind: ollama or openai.")
+    model: str | None
+    streamed: bool
+    markdown: str | None = Field(
+        description="The sanitized Markdown the member was shown; null when withheld.")
+    withheld: bool = Field(
+        description="True when a post it cites or was written from is no longer public.")
+    cited: list[CitedPost]
+    removed: dict[str, int] = Field(
+        description="What the sanitizer removed: citations, links, html.")
+    first_token_ms: float | None
+    total_ms: float | None
+    prompt_tokens: int | None
+    reply_tokens: int | None
+
+
 class ReviewItem(ResponseModel):
-    """One abstain or cautious retrieval of the review list."""
+    """One retrieval of the review list (abstain and cautious ones unless filtered)."""
 
     id: str
     created_at: str = Field(description="ISO 8601 timestamp.")
@@ -49,6 +84,7 @@ class ReviewItem(ResponseModel):
     evidence_count: int
     top_title: str | None
     label: ItemLabel | None
+    answers: list[Ask] = Field(description="Its asks, oldest first; empty when none.")
 
 
 class ReviewList(ResponseModel):
@@ -149,3 +185,34 @@ class CalibrationResponse(ResponseModel):
     configured: dict[str, ThresholdsModel] = Field(
         description="The thresholds in use, by kind of scorer.")
     scorers: list[ScorerCalibration]
+
+
+class GapExample(ResponseModel):
+    """One unanswered question: the standalone question the member asked."""
+
+    retrieval_id: str
+    asked_at: str = Field(description="ISO 8601 timestamp.")
+    query: str
+    outcome: Literal["abstained", "no_answer"]
+
+
+class GapGroup(ResponseModel):
+    """One subject the forum does not answer."""
+
+    count: int
+    last_asked: str = Field(description="ISO 8601 timestamp.")
+    examples: list[GapExample] = Field(description="Newest first.")
+
+
+class GapsResponse(ResponseModel):
+    """`GET /v1/moderation/gaps`: the period's unanswered questions grouped into subjects."""
+
+    since: str
+    until: str
+    days: int
+    model: str = Field(description="The embedding model whose question vectors are grouped.")
+    similarity: float = Field(description="SIDECAR_GAP_SIMILARITY: the grouping's threshold.")
+    questions: int = Field(description="Questions read and grouped.")
+    capped: bool = Field(description="True when the period holds more than "
+                                     "SIDECAR_GAP_MAX_QUESTIONS: the most recent were read.")
+    groups: list[GapGroup] = Field(description="By count, then the most recently asked.")

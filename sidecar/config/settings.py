@@ -293,6 +293,11 @@ class Settings(BaseSettings):
     answer_asker_per_minute: int = Field(default=8, ge=0, le=10_000)
     # Characters of each evidence post the LLM reads (the part most about the question).
     answer_evidence_chars: int = Field(default=1500, ge=200, le=20_000)
+    # The moderators' content gaps (docs/moderation.md): unanswered questions are grouped while
+    # their query vectors are, on average, at least this cosine-similar; the most recent
+    # gap_max_questions of the period are read (the grouping is quadratic in them).
+    gap_similarity: float = Field(default=0.5, gt=0.0, lt=1.0)
+    gap_max_questions: int = Field(default=2000, ge=10, le=20_000)
 
     # --- related topics and the composer (docs/related.md) --------------------------------
     # /v1/topics/<id>/related: both legs fused as search serves a question with details, or

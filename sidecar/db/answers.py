@@ -1,7 +1,7 @@
 """The ask log (``sidecar_answers``) and the unanswered questions' vectors (migration 0010).
 
 Written by the answer service and the sanitizer (:func:`insert_answer`, :func:`mark_gap`); read
-by the moderator review (:func:`answers_of`, :func:`list_answers`) and the content-gap view
+by the moderator review (:func:`answers_of`, :func:`outcome_counts`) and the content-gap view
 (:func:`gap_questions`).
 """
 
@@ -105,22 +105,6 @@ def answers_of(conn: DictConn, retrieval_ids: Sequence[uuid.UUID]) -> dict[uuid.
     return out
 
 
-def retrievals_with_outcome(conn: DictConn, outcomes: Sequence[str], *,
-                            since: datetime | None = None, until: datetime | None = None,
-                            limit: int = 50, offset: int = 0) -> list[uuid.UUID]:
-    """Ids of the retrievals that have an ask of one of ``outcomes``, newest first."""
-    rows = conn.execute(
-        """
-        SELECT retrieval_id, max(created_at) AS last FROM sidecar_answers
-         WHERE outcome = ANY(%s)
-           AND (%s::timestamptz IS NULL OR created_at >= %s)
-           AND (%s::timestamptz IS NULL OR created_at < %s)
-         GROUP BY retrieval_id ORDER BY last DESC, retrieval_id LIMIT %s OFFSET %s
-        """,
-        (list(outcomes), since, since, until, until, limit, offset)).fetchall()
-    return [r["retrieval_id"] for r in rows]
-
-
 def outcome_counts(conn: DictConn, since: datetime | None = None) -> dict[str, int]:
     """Asks by outcome (since a moment, or all kept)."""
     rows = conn.execute(
@@ -132,17 +116,24 @@ def outcome_counts(conn: DictConn, since: datetime | None = None) -> dict[str, i
 
 def gap_questions(conn: DictConn, model: str, since: datetime, until: datetime,
                   limit: int) -> list[GapQuestion]:
-    """The unanswered questions of a period embedded by ``model``, newest first."""
+    """The unanswered questions of a period embedded by ``model``, newest first.
+
+    A retrieval keeps its vector when its zone abstained (``/v1/retrieve`` or ``/v1/answer``)
+    or its ask ended ``no_answer``; one whose latest ask since ended otherwise (a later
+    ``/v1/sanitize`` that answered) is no gap.
+    """
     return fetch_all(
         conn, GapQuestion,
         """
-        SELECT r.id AS retrieval_id, r.created_at, r.query, r.zone,
-               (SELECT a.outcome FROM sidecar_answers a WHERE a.retrieval_id = r.id
-                 ORDER BY a.created_at DESC LIMIT 1) AS outcome,
+        SELECT r.id AS retrieval_id, r.created_at, r.query, r.zone, a.outcome,
                r.gap_vector AS vector
           FROM sidecar_retrievals r
+          LEFT JOIN LATERAL (SELECT outcome FROM sidecar_answers
+                              WHERE retrieval_id = r.id
+                              ORDER BY created_at DESC, id DESC LIMIT 1) a ON true
          WHERE r.gap_vector IS NOT NULL AND r.gap_model = %s
            AND r.created_at >= %s AND r.created_at < %s
-         ORDER BY r.created_at DESC LIMIT %s
+           AND (a.outcome IS NULL OR a.outcome IN ('abstained', 'no_answer'))
+         ORDER BY r.created_at DESC, r.id LIMIT %s
         """,
         (model, since, until, limit))

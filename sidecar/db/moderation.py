@@ -59,6 +59,8 @@ class ReviewFilter(Protocol):
     @property
     def label(self) -> str | None: ...
     @property
+    def outcome(self) -> str | None: ...
+    @property
     def scorer(self) -> str | None: ...
     @property
     def date_from(self) -> date | None: ...
@@ -151,8 +153,15 @@ def _day(d: date) -> datetime:
 
 
 def _where(f: ReviewFilter) -> tuple[sql.Composable, list[Any]]:
-    clauses: list[sql.Composable] = [sql.SQL("r.zone = ANY(%s)")]
-    params: list[Any] = [[f.zone] if f.zone else list(REVIEW_ZONES)]
+    clauses: list[sql.Composable] = []
+    params: list[Any] = []
+    if f.zone or not f.outcome:  # asks of one outcome: in every zone (answers are normal's)
+        clauses.append(sql.SQL("r.zone = ANY(%s)"))
+        params.append([f.zone] if f.zone else list(REVIEW_ZONES))
+    if f.outcome:
+        clauses.append(sql.SQL("EXISTS (SELECT 1 FROM sidecar_answers a"
+                               " WHERE a.retrieval_id = r.id AND a.outcome = %s)"))
+        params.append(f.outcome)
     if f.labelled == "yes":
         clauses.append(sql.SQL("l.retrieval_id IS NOT NULL"))
     elif f.labelled == "no":
@@ -198,6 +207,15 @@ def get_review(conn: DictConn, retrieval_id: uuid.UUID) -> ReviewDetail | None:
         + sql.SQL(" WHERE r.id = %s"),
         (retrieval_id,),
     )
+
+
+def evidence_of(conn: DictConn, retrieval_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Any]:
+    """The stored evidence of some retrievals (to re-check what their answers cite)."""
+    if not retrieval_ids:
+        return {}
+    rows = conn.execute("SELECT id, evidence FROM sidecar_retrievals WHERE id = ANY(%s)",
+                        (list(retrieval_ids),)).fetchall()
+    return {r["id"]: r["evidence"] for r in rows}
 
 
 def review_counts(conn: DictConn) -> ReviewCounts:

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sidecar.core.calibration import Label
 
-ReviewZone = Literal["abstain", "cautious"]
+ReviewZone = Literal["abstain", "cautious", "normal"]
+AskOutcome = Literal["answered", "no_answer", "abstained", "failed", "cancelled"]
 
 
 class ReviewFilters(BaseModel):
@@ -17,7 +18,12 @@ class ReviewFilters(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    zone: ReviewZone | None = Field(default=None, description="abstain or cautious (default both)")
+    zone: ReviewZone | None = Field(
+        default=None, description="abstain, cautious or normal (default: abstain and cautious; "
+                                  "every zone with an outcome)")
+    outcome: AskOutcome | None = Field(
+        default=None, description="only retrievals with an ask (POST /v1/answer or "
+                                  "/v1/sanitize) that ended so")
     labelled: Literal["yes", "no"] | None = Field(default=None, description="yes or no")
     label: Label | None = None
     scorer: str | None = Field(default=None, max_length=200)
@@ -83,3 +89,18 @@ class LabelRequest(BaseModel):
             raise ValueError("correct_abstention takes no right_topic_id")
         return self
 
+
+class GapQuery(BaseModel):
+    """The content-gap view's parameters (``GET /v1/moderation/gaps``, ``/moderation/gaps``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    days: int = Field(default=30, ge=1, le=365,
+                      description="the period: the last this many days (UTC)")
+    examples: int = Field(default=5, ge=1, le=50,
+                          description="example questions shown per subject, newest first")
+
+    @classmethod
+    def from_args(cls, args: dict[str, str]) -> GapQuery:
+        """From a query string: empty parameters are absent."""
+        return cls.model_validate({k: v for k, v in args.items() if v != ""})

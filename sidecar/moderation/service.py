@@ -13,11 +13,15 @@ from sidecar.core.calibration import LabelledScore, ScorerReport, calibrate_scor
 from sidecar.core.zones import ScorerKind, Thresholds
 from sidecar.db import Database
 from sidecar.db import moderation as repo
+from sidecar.db.answers import answers_of, outcome_counts
 from sidecar.db.moderation import ReviewCounts, ReviewItem
+from sidecar.db.pool import DictConn
 from sidecar.db.public import public_post_ids
 from sidecar.errors import InvalidInput, NotFound
+from sidecar.moderation.asks import cited_post_ids, shown_asks
 from sidecar.moderation.chart import zone_chart_svg
-from sidecar.moderation.models import LabelRequest, ReviewFilters
+from sidecar.moderation.gaps import content_gaps
+from sidecar.moderation.models import GapQuery, LabelRequest, ReviewFilters
 from sidecar.search.profile import profile_pending, profile_zones
 
 
@@ -36,15 +40,16 @@ def _label_of(row: ReviewItem) -> dict[str, Any] | None:
             "moderator": row.moderator, "labelled_at": row.labelled_at.isoformat()}
 
 
-def item_json(row: ReviewItem) -> dict[str, Any]:
-    """One row of the review list, as the JSON API returns it."""
+def item_json(row: ReviewItem, answers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One row of the review list, as the JSON API returns it (``answers``: its asks, shown
+    by :func:`sidecar.moderation.asks.shown_asks`)."""
     return {
         "id": str(row.id), "created_at": row.created_at.isoformat(),
         "zone": row.zone.value, "zone_reason": row.zone_reason, "query": row.query,
         "query_source": row.query_source, "gate_reason": row.gate_reason, "scorer": row.scorer,
         "top_score": row.top_score, "locale": row.locale,
         "evidence_count": row.evidence_count, "top_title": row.top_title,
-        "label": _label_of(row),
+        "label": _label_of(row), "answers": answers or [],
     }
 
 
@@ -78,6 +83,19 @@ def shown_evidence(evidence: list[Any], public: set[int]) -> list[dict[str, Any]
     return shown
 
 
+def _shown_answers(conn: DictConn, ids: list[uuid.UUID], evidence: dict[uuid.UUID, Any]
+                   ) -> dict[uuid.UUID, list[dict[str, Any]]]:
+    """The asks of some retrievals as shown now: their cited and evidence posts re-checked."""
+    asks = answers_of(conn, ids)
+    if not asks:
+        return {}
+    stored = {rid: e if isinstance(e, list) else [] for rid, e in evidence.items()}
+    posts = {pid for e in stored.values() for pid in evidence_post_ids(e)}
+    posts |= {pid for rows in asks.values() for pid in cited_post_ids(rows)}
+    public = set(public_post_ids(conn, sorted(posts)))
+    return {rid: shown_asks(rows, stored.get(rid, []), public) for rid, rows in asks.items()}
+
+
 @dataclass
 class ReviewPage:
     """One page of the review list."""
@@ -85,6 +103,7 @@ class ReviewPage:
     items: list[ReviewItem]
     total: int
     filters: ReviewFilters
+    answers: dict[uuid.UUID, list[dict[str, Any]]]  # each item's asks, oldest first
 
     @property
     def pages(self) -> int:
@@ -95,9 +114,11 @@ class ReviewPage:
 class ModerationService:
     """The review queue and the calibration report over the stored retrievals."""
 
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings, gap_model: str) -> None:
+        """``gap_model``: the served embedding model (the content gaps group its vectors)."""
         self.db = db
         self.settings = settings
+        self.gap_model = gap_model
         # The forum's calibrated zones, read once like the API nodes read the profile.
         self.zones = profile_zones(settings)
 
@@ -118,15 +139,22 @@ class ModerationService:
         return Thresholds(abstain=s.zone_cos_abstain, normal=s.zone_cos_normal)
 
     def review(self, filters: ReviewFilters) -> ReviewPage:
-        """Abstain and cautious retrievals matching the filters, newest first."""
+        """Abstain and cautious retrievals (every zone with an outcome filter) matching the
+        filters, newest first, with their asks."""
         with self.db.connection() as conn:
             items, total = repo.list_review(conn, filters)
-        return ReviewPage(items, total, filters)
+            ids = [r.id for r in items]
+            answers = _shown_answers(conn, ids, repo.evidence_of(conn, ids))
+        return ReviewPage(items, total, filters, answers)
 
-    def overview(self) -> tuple[ReviewCounts, list[str]]:
-        """Counts for the list's header and the scorers for its filter."""
+    def overview(self) -> tuple[ReviewCounts, list[str], dict[str, int]]:
+        """Counts for the list's header, the scorers for its filter, asks by outcome."""
         with self.db.connection() as conn:
-            return repo.review_counts(conn), repo.review_scorers(conn)
+            return repo.review_counts(conn), repo.review_scorers(conn), outcome_counts(conn)
+
+    def gaps(self, query: GapQuery) -> dict[str, Any]:
+        """The content gaps of the last ``query.days`` days."""
+        return content_gaps(self.db, self.settings, self.gap_model, query)
 
     def detail(self, retrieval_id: uuid.UUID) -> dict[str, Any]:
         """One retrieval, with the titles of its candidate topics that are public now."""
@@ -141,7 +169,8 @@ class ModerationService:
             evidence = row.evidence if isinstance(row.evidence, list) else []
             # Re-checked at display: a post may have become private since it was evidence.
             public = set(public_post_ids(conn, evidence_post_ids(evidence)))
-        data = item_json(row)
+            answers = _shown_answers(conn, [row.id], {row.id: evidence})
+        data = item_json(row, answers.get(row.id))
         data.update(
             conversation=row.conversation, scores=row.scores,
             evidence=shown_evidence(evidence, public),

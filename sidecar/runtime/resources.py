@@ -224,7 +224,8 @@ class Resources:
     def moderation(self) -> ModerationService:
         """The review of stored retrievals (the moderator pages and API)."""
         return self._moderation.get(self._lock,
-                                    lambda: ModerationService(self.db, self.settings))
+                                    lambda: ModerationService(self.db, self.settings,
+                                                              self.model.name))
 
     def moderator_auth(self) -> ModeratorAuth:
         """The moderator key check, its rate limit and the moderators' sessions (in Redis)."""

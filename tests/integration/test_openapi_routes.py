@@ -23,7 +23,7 @@ UNDOCUMENTED = {
     "static", "mcp.mcp", "mcp.mcp_stream",
     "moderation.pages.login", "moderation.pages.login_post", "moderation.pages.logout",
     "moderation.pages.review", "moderation.pages.detail", "moderation.pages.label",
-    "moderation.pages.calibration",
+    "moderation.pages.calibration", "moderation.pages.gaps",
 }
 _IGNORED = {"HEAD", "OPTIONS"}
 
@@ -81,7 +81,14 @@ def test_query_parameters_are_the_validating_models_fields(client: Any) -> None:
     review = _parameters(spec, "/v1/moderation/retrievals", "get")
     aliases = {f.alias or name for name, f in ReviewFilters.model_fields.items()}
     assert set(review) == aliases >= {"zone", "from", "to", "q", "page", "per_page"}
-    assert review["zone"]["schema"] == {"type": "string", "enum": ["abstain", "cautious"]}
+    assert review["zone"]["schema"] == {"type": "string",
+                                        "enum": ["abstain", "cautious", "normal"]}
+    assert review["outcome"]["schema"] == {
+        "type": "string", "enum": ["answered", "no_answer", "abstained", "failed", "cancelled"]}
+    gaps = _parameters(spec, "/v1/moderation/gaps", "get")
+    assert set(gaps) == {"days", "examples"}
+    assert gaps["days"]["schema"] == {"type": "integer", "minimum": 1, "maximum": 365,
+                                      "default": 30}
     assert review["from"]["schema"] == {"type": "string", "format": "date"}
     assert review["from"]["description"].startswith("first day")
 

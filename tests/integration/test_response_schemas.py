@@ -194,5 +194,12 @@ def test_every_documented_answer_of_every_json_route_validates(forum_app: Any) -
              json={"label": "should_have_answered", "right_topic_id": topic_id},
              retrieval_id=off_topic["retrieval_id"])
     api.call("GET", "/v1/moderation/calibration", 200, headers=MODERATOR)
+    asked = api.call("GET", "/v1/moderation/retrievals", 200, headers=MODERATOR,
+                     query={"outcome": "answered"})
+    (item,) = [i for i in asked["items"] if i["id"] == answer["retrieval_id"]]
+    assert item["answers"][0]["outcome"] == "answered" and item["answers"][0]["cited"]
+    gaps = api.call("GET", "/v1/moderation/gaps", 200, headers=MODERATOR, query={"days": 1})
+    assert off_topic["retrieval_id"] in {q["retrieval_id"] for g in gaps["groups"]
+                                         for q in g["examples"]}
 
     assert api.documented_answers() - api.seen == NOT_EXERCISED

@@ -105,7 +105,8 @@ def test_filters(mod_client: Any, api_auth: dict[str, str], clean_retrievals: st
 
 
 @pytest.mark.parametrize("params", [
-    {"zone": "normal"}, {"labelled": "maybe"}, {"label": "nice"}, {"from": "yesterday"},
+    {"zone": "nowhere"}, {"outcome": "great"}, {"outcome": "ANSWERED"}, {"labelled": "maybe"},
+    {"label": "nice"}, {"from": "yesterday"},
     {"from": "2026-05-02", "to": "2026-05-01"}, {"page": "0"}, {"per_page": "101"},
     {"page": "x"}, {"sort": "asc"}, {"q": "x" * 201},
 ])

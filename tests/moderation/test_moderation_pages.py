@@ -184,7 +184,8 @@ def test_errors_are_html_pages(mod_client: Any) -> None:
     login(mod_client)
     for url, status in (("/moderation/retrievals/nope", 404),
                         ("/moderation/retrievals/00000000-0000-0000-0000-000000000000", 404),
-                        ("/moderation/?zone=normal", 422), ("/moderation/?page=0", 422)):
+                        ("/moderation/?zone=elsewhere", 422), ("/moderation/?page=0", 422),
+                        ("/moderation/?outcome=maybe", 422), ("/moderation/gaps?days=0", 422)):
         resp = mod_client.get(url)
         assert resp.status_code == status, url
         assert "text/html" in resp.content_type
