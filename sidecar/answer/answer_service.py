@@ -188,7 +188,13 @@ class AnswerService:
                           removed=removed_counts(out.result))
 
     def _log(self, out: AnswerOutcome) -> None:
-        """Store the ask; an unanswered question keeps its query's vector for the gaps."""
+        """Store the ask (a ``log`` step of the trace); an unanswered question keeps its query's
+        vector for the gaps."""
+        r = out.retrieval
+        with r.trace.step("log") as detail:
+            detail["stored"] = self._store(out)
+
+    def _store(self, out: AnswerOutcome) -> bool:
         r = out.retrieval
         try:
             with self.db.connection() as conn:
@@ -202,9 +208,11 @@ class AnswerService:
                     reply_tokens=out.usage.reply_tokens))
                 if out.outcome == "no_answer" and r.vector is not None:
                     mark_gap(conn, r.retrieval_id, [float(x) for x in r.vector], self.model_name)
+            return True
         except Exception:  # the member has the answer; a lost log line must not take it away
             log.exception("could not store ask %s of retrieval %s", out.answer_id,
                           r.retrieval_id)
+            return False
 
 
 def retrieval_event(r: RetrievalOutcome) -> dict[str, Any]:
