@@ -29,6 +29,7 @@ PARTS: dict[str, str] = {
     "seeds": "sidecar.bench.seeds_part",
     "rerank": "sidecar.bench.rerank_part",
     "train-embedder": "sidecar.bench.train_embedder_part",
+    "answer": "sidecar.bench.answer_part",
 }
 # What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes, seeds
 # checks the scale part's generator.
