@@ -152,15 +152,17 @@ class AnswerService:
     def _stream_reply(self, call: LLMCall, r: RetrievalOutcome, out: AnswerOutcome,
                       stream: bool) -> Iterator[tuple[str, dict[str, Any]]]:
         """Read the reply (sending sanitized deltas when streaming), then finish it."""
-        with self.db.connection() as conn:
-            checked = self.sanitizer.check(conn, r.evidence, r.locale)
-        streamer = StreamSanitizer(lambda text: checked.sanitize(text, footer=False).text)
+        streamer = None
+        if stream:  # the deltas are checked against the evidence as it is when the LLM starts
+            with self.db.connection() as conn:
+                early = self.sanitizer.check(conn, r.evidence, r.locale)
+            streamer = StreamSanitizer(lambda text: early.sanitize(text, footer=False).text)
         failure: LLMFailure | None = None
         with r.trace.step("generate", swallow=True) as detail:
             detail.update(llm=self.llm.kind, model=self.llm.model, zone=r.zone.value)
             try:
                 for piece in call.pieces():
-                    if stream:
+                    if streamer is not None:
                         delta = streamer.feed(piece)
                         if delta:
                             yield "delta", {"text": delta}
