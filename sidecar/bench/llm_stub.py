@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BufferedIOBase
-from typing import Any
+from typing import Any, Self
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -78,8 +78,40 @@ def end_chunks(out: BufferedIOBase) -> None:
     out.write(b"0\r\n\r\n")
 
 
-class OllamaStub:
-    """``/api/chat`` on 127.0.0.1 and a free port; ``url`` is its address.
+class LocalServer:
+    """An HTTP server on 127.0.0.1 and a free port, served by a thread; ``url`` is its address.
+
+    Also a context manager (started on entry, stopped on exit)."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._httpd = QuietServer(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> Self:
+        """Serve in the background."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and free the port."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class OllamaStub(LocalServer):
+    """``/api/chat``, answering ``reply`` to every chat.
 
     ``first_delay_s``: before the first chunk (a streamed reply) or the whole reply;
     ``chunk_delay_s``: between two chunks of ``chunk_chars`` characters.
@@ -93,22 +125,7 @@ class OllamaStub:
         self.chunk_chars = chunk_chars
         self.first_token_ms: list[float] = []  # per chat request, as the stub saw it
         self._lock = threading.Lock()
-        self._httpd = QuietServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> OllamaStub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__init__(self._handler())
 
     def _noted(self, started: float) -> None:
         with self._lock:

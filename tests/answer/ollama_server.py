@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from sidecar.bench.llm_stub import (
-    QuietServer,
+    LocalServer,
     chat_done,
     chat_piece,
     chat_whole,
@@ -88,10 +88,7 @@ class ChatGauge:
             self.left += 1
 
 
-_QuietServer = QuietServer  # the bench's Ollama stub and this server share the wire helpers
-
-
-class OllamaServer:
+class OllamaServer(LocalServer):
     """Runs in a thread on 127.0.0.1 and a free port; ``url`` is its address."""
 
     def __init__(self) -> None:
@@ -99,14 +96,7 @@ class OllamaServer:
         self.requests: list[RecordedRequest] = []
         self.chats = ChatGauge()
         self._lock = threading.Lock()
-        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        super().__init__(self._handler())
 
     @property
     def chat_calls(self) -> int:
@@ -130,16 +120,6 @@ class OllamaServer:
             self.behaviour = OllamaBehaviour()
             self.requests.clear()
             self.chats = ChatGauge()
-
-    def start(self) -> OllamaServer:
-        """Serve in the background."""
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
