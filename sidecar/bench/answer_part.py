@@ -35,7 +35,7 @@ QUESTION = "WireGuard behind CGNAT with a VPS relay and PersistentKeepalive"
 FORUM = "https://forum.example.org"
 MODEL = "bench-stub"
 GOAL_MS = 10.0  # prompt + sanitize + log, at p95
-# A reply of ~2,300 characters (~550 tokens, within the default answer_max_tokens of 700): good
+# A reply of ~1,500 characters (~350 tokens, within the default answer_max_tokens of 700): good
 # citations, one of a number no retrieval has, a forum link, links and a bare URL outside it.
 REPLY = " ".join([
     "Yes. A CGNAT address cannot take inbound connections, so relay WireGuard through a small "
