@@ -152,15 +152,17 @@ class AnswerService:
     def _stream_reply(self, call: LLMCall, r: RetrievalOutcome, out: AnswerOutcome,
                       stream: bool) -> Iterator[tuple[str, dict[str, Any]]]:
         """Read the reply (sending sanitized deltas when streaming), then finish it."""
-        with self.db.connection() as conn:
-            checked = self.sanitizer.check(conn, r.evidence, r.locale)
-        streamer = StreamSanitizer(lambda text: checked.sanitize(text, footer=False).text)
+        streamer = None
+        if stream:  # the deltas are checked against the evidence as it is when the LLM starts
+            with self.db.connection() as conn:
+                early = self.sanitizer.check(conn, r.evidence, r.locale)
+            streamer = StreamSanitizer(lambda text: early.sanitize(text, footer=False).text)
         failure: LLMFailure | None = None
         with r.trace.step("generate", swallow=True) as detail:
             detail.update(llm=self.llm.kind, model=self.llm.model, zone=r.zone.value)
             try:
                 for piece in call.pieces():
-                    if stream:
+                    if streamer is not None:
                         delta = streamer.feed(piece)
                         if delta:
                             yield "delta", {"text": delta}
@@ -188,7 +190,13 @@ class AnswerService:
                           removed=removed_counts(out.result))
 
     def _log(self, out: AnswerOutcome) -> None:
-        """Store the ask; an unanswered question keeps its query's vector for the gaps."""
+        """Store the ask (a ``log`` step of the trace); an unanswered question keeps its query's
+        vector for the gaps."""
+        r = out.retrieval
+        with r.trace.step("log") as detail:
+            detail["stored"] = self._store(out)
+
+    def _store(self, out: AnswerOutcome) -> bool:
         r = out.retrieval
         try:
             with self.db.connection() as conn:
@@ -202,9 +210,11 @@ class AnswerService:
                     reply_tokens=out.usage.reply_tokens))
                 if out.outcome == "no_answer" and r.vector is not None:
                     mark_gap(conn, r.retrieval_id, [float(x) for x in r.vector], self.model_name)
+            return True
         except Exception:  # the member has the answer; a lost log line must not take it away
             log.exception("could not store ask %s of retrieval %s", out.answer_id,
                           r.retrieval_id)
+            return False
 
 
 def retrieval_event(r: RetrievalOutcome) -> dict[str, Any]:

@@ -53,7 +53,11 @@ class OllamaChat:
         self.keep_alive = keep_alive
         # A query is short: cap generation so a runaway model cannot hold the request.
         self.options = {"temperature": 0, "num_predict": 128, **(options or {})}
-        self.client = ollama.Client(host=host, timeout=timeout_s)
+        # httpx builds a TLS context for each client it makes (~20 ms: it loads the CA bundle);
+        # each answer has a client of its own (its timeout is what is left of its deadline), so
+        # they all share this one.
+        self.tls = httpx.create_ssl_context()
+        self.client = ollama.Client(host=host, timeout=timeout_s, verify=self.tls)
 
     @property
     def model(self) -> str:
@@ -89,7 +93,7 @@ class _OllamaStream:
         self.llm = llm
         self.messages = messages
         self.usage = Usage()
-        self.client = ollama.Client(host=llm.host, timeout=timeout_s)
+        self.client = ollama.Client(host=llm.host, timeout=timeout_s, verify=llm.tls)
         self._chunks: Iterator[Any] | None = None
 
     def __iter__(self) -> Iterator[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -222,16 +223,19 @@ class RetrievalPipeline:
 
         with trace.step("evidence") as detail:
             evidence = self._evidence(kept, query)
+            # What an LLM is asked, shaped by the zone (none when it abstains): each evidence
+            # post's words most about the question, longer than the excerpt a person reads.
+            # Its own time is in the step's detail (`sidecar bench --part answer` reads it).
+            started = time.perf_counter()
+            prompt = build_prompt(
+                decision.zone, turns[-1].content,
+                [PromptEvidence(n, c.best_post.title, excerpt(
+                    c.best_post.text, query, self.settings.answer_evidence_chars))
+                 for n, c in enumerate(kept, start=1)],
+                locale, standalone=query)
             detail.update(items=len(evidence), chars=self.settings.evidence_chars,
-                          neighbours=self.settings.evidence_neighbours)
-        # What an LLM is asked, shaped by the zone (none when it abstains): each evidence
-        # post's words most about the question, longer than the excerpt a person reads.
-        prompt = build_prompt(
-            decision.zone, turns[-1].content,
-            [PromptEvidence(n, c.best_post.title,
-                            excerpt(c.best_post.text, query, self.settings.answer_evidence_chars))
-             for n, c in enumerate(kept, start=1)],
-            locale, standalone=query)
+                          neighbours=self.settings.evidence_neighbours,
+                          prompt_ms=round((time.perf_counter() - started) * 1000, 3))
 
         return RetrievalOutcome(
             retrieval_id=uuid.uuid4(), query=query, query_source=condensed.source,

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,8 +79,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(state: EvalState, port: int, api_key: str, log_path: Path) -> Iterator[str]:
-    """``sidecar serve`` in a subprocess over the evaluation database; yields its base URL."""
+def serve(state: EvalState, port: int, api_key: str, log_path: Path,
+          extra_env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """``sidecar serve`` in a subprocess over the evaluation database; yields its base URL.
+
+    ``extra_env``: more settings (the answer part's LLM stub), applied last."""
     s = state.settings
     # The operator's SIDECAR_* knobs (provider, threads, index kind...) carry over; the LLM does
     # not (no OLLAMA_URL: retrieval without condensation), the services and models are pinned.
@@ -110,6 +113,7 @@ def serve(state: EvalState, port: int, api_key: str, log_path: Path) -> Iterator
         env["SIDECAR_RERANK_MODEL_PATH"] = str(rerank)
     if s.rerank_url:
         env["SIDECAR_RERANK_URL"] = s.rerank_url
+    env.update(extra_env or {})
     base = f"http://127.0.0.1:{port}"
     with log_path.open("wb") as logfile:
         proc = subprocess.Popen(

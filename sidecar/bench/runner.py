@@ -29,10 +29,12 @@ PARTS: dict[str, str] = {
     "seeds": "sidecar.bench.seeds_part",
     "rerank": "sidecar.bench.rerank_part",
     "train-embedder": "sidecar.bench.train_embedder_part",
+    "answer": "sidecar.bench.answer_part",
 }
 # What `sidecar bench` runs without --part: scale takes most of an hour at its full sizes, seeds
-# checks the scale part's generator.
-DEFAULT_PARTS: tuple[str, ...] = ("models", "vectors", "backfill", "e2e", "chain")
+# checks the scale part's generator. answer takes about 80 s and is the only check of the answer
+# path's 10 ms goal.
+DEFAULT_PARTS: tuple[str, ...] = ("models", "vectors", "backfill", "e2e", "chain", "answer")
 
 
 def load_part(name: str) -> Callable[[BenchContext], list[BenchTable]]:

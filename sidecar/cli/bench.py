@@ -61,13 +61,15 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
               show_default=True, help="Folder for results.json and summary.md.")
 @click.option("--part", "parts", multiple=True,
               type=click.Choice(["models", "vectors", "backfill", "e2e", "chain", "scale",
-                                 "seeds", "related", "rerank", "train-embedder"]),
-              help="Run only these parts (repeatable). Default: all but scale, related and "
-                   "rerank (related: /v1/topics/<id>/related cold and warm beside /v1/search "
-                   "on the scale part's forum; takes --posts, --private-share, --dims, "
-                   "--vectors; rerank: the forum's reranker's training time on --dump's forum "
-                   "and the latency it adds to /v1/retrieve; train-embedder: tuning the "
-                   "embedder on --dump's forum, re-embedding posts/s, the night it takes).")
+                                 "seeds", "related", "rerank", "train-embedder", "answer"]),
+              help="Run only these parts (repeatable). Default: models, vectors, backfill, "
+                   "e2e, chain and answer (answer: what /v1/answer adds beyond /v1/retrieve "
+                   "with a local LLM stub, and a streamed answer's time to first sanitized "
+                   "byte; related: /v1/topics/<id>/related cold and warm beside /v1/search on "
+                   "the scale part's forum; takes --posts, --private-share, --dims, --vectors; "
+                   "rerank: the forum's reranker's training time on --dump's forum and the "
+                   "latency it adds to /v1/retrieve; train-embedder: tuning the embedder on "
+                   "--dump's forum, re-embedding posts/s, the night it takes).")
 @click.option("--quick", is_flag=True, help="Small sizes: checks that every part runs.")
 @click.option("--dump", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="scale, seeds: the dump resampled into forums; rerank: the forum trained on "

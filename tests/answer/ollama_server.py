@@ -17,9 +17,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from sidecar.bench.llm_stub import (
+    LocalServer,
+    chat_done,
+    chat_piece,
+    chat_whole,
+    end_chunks,
+    now_iso,
+    pieces,
+    write_chunk,
+)
 
 Reply = str | Callable[[list[dict[str, Any]]], str]
 # An embedding model: texts -> float32 rows (e.g. the bound ``embed`` of an ONNX embedder).
@@ -78,15 +88,7 @@ class ChatGauge:
             self.left += 1
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (timeout tests) leaves a broken pipe: expected, not news.
-        return
-
-
-class OllamaServer:
+class OllamaServer(LocalServer):
     """Runs in a thread on 127.0.0.1 and a free port; ``url`` is its address."""
 
     def __init__(self) -> None:
@@ -94,14 +96,7 @@ class OllamaServer:
         self.requests: list[RecordedRequest] = []
         self.chats = ChatGauge()
         self._lock = threading.Lock()
-        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        super().__init__(self._handler())
 
     @property
     def chat_calls(self) -> int:
@@ -125,16 +120,6 @@ class OllamaServer:
             self.behaviour = OllamaBehaviour()
             self.requests.clear()
             self.chats = ChatGauge()
-
-    def start(self) -> OllamaServer:
-        """Serve in the background."""
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
@@ -208,7 +193,7 @@ class OllamaServer:
                         "model_info": {"general.architecture": "bert",
                                        "bert.context_length": size,
                                        "bert.embedding_length": 384},
-                        "capabilities": ["embedding"], "modified_at": _now(),
+                        "capabilities": ["embedding"], "modified_at": now_iso(),
                     })
                     return
                 if name not in server.behaviour.models:
@@ -218,7 +203,7 @@ class OllamaServer:
                     "modelfile": f"FROM {name}", "parameters": "", "template": "{{ .Prompt }}",
                     "details": _details(), "model_info": {"general.architecture": "qwen3moe"},
                     "capabilities": ["completion", "thinking"],
-                    "modified_at": _now(),
+                    "modified_at": now_iso(),
                 })
 
             def _embed(self, body: dict[str, Any] | None) -> None:
@@ -278,11 +263,7 @@ class OllamaServer:
                     return
                 text = b.reply(messages) if callable(b.reply) else b.reply
                 if body.get("stream", True) is False:
-                    self._send_json(200, {
-                        "model": model, "created_at": _now(),
-                        "message": {"role": "assistant", "content": text},
-                        "done": True, "done_reason": "stop", **_stats(text),
-                    })
+                    self._send_json(200, chat_whole(model, text))
                     return
                 self._stream(model, text)
 
@@ -292,37 +273,26 @@ class OllamaServer:
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                size = max(1, b.chunk_chars)
-                pieces = [text[i:i + size] for i in range(0, len(text), size)]
-                for i, piece in enumerate(pieces):
+                parts = pieces(text, b.chunk_chars)
+                for i, piece in enumerate(parts):
                     if i and b.chunk_delay_s:
                         time.sleep(b.chunk_delay_s)
-                    if b.stream_error is not None and i == len(pieces) // 2:
+                    if b.stream_error is not None and i == len(parts) // 2:
                         self._chunk({"error": b.stream_error})
                         break
-                    self._chunk({"model": model, "created_at": _now(),
-                                 "message": {"role": "assistant", "content": piece},
-                                 "done": False})
+                    self._chunk(chat_piece(model, piece))
                 else:
-                    self._chunk({"model": model, "created_at": _now(),
-                                 "message": {"role": "assistant", "content": ""},
-                                 "done": True, "done_reason": "stop", **_stats(text)})
-                self.wfile.write(b"0\r\n\r\n")
+                    self._chunk(chat_done(model, text))
+                end_chunks(self.wfile)
 
             def _chunk(self, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode() + b"\n"
                 try:
-                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    self.wfile.flush()
+                    write_chunk(self.wfile, payload)
                 except OSError:  # the client left: what a real server sees, counted
                     server.chats.client_left()
                     raise
 
         return Handler
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _details() -> dict[str, Any]:
@@ -331,14 +301,8 @@ def _details() -> dict[str, Any]:
 
 
 def _model_entry(name: str) -> dict[str, Any]:
-    return {"name": name, "model": name, "modified_at": _now(), "size": 18_556_688_736,
+    return {"name": name, "model": name, "modified_at": now_iso(), "size": 18_556_688_736,
             "digest": "0" * 64, "details": _details()}
-
-
-def _stats(text: str) -> dict[str, int]:
-    tokens = max(1, len(text.split()))
-    return {"total_duration": 1_000_000, "load_duration": 100_000, "prompt_eval_count": 42,
-            "prompt_eval_duration": 200_000, "eval_count": tokens, "eval_duration": 500_000}
 
 
 @contextmanager

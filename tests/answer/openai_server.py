@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.answer.ollama_server import ChatGauge, RecordedRequest, Reply, _QuietServer
+from sidecar.bench.llm_stub import LocalServer
+from tests.answer.ollama_server import ChatGauge, RecordedRequest, Reply
 
 
 @dataclass
@@ -37,7 +38,7 @@ class OpenAIBehaviour:
     chunk_delay_s: float = 0.0
 
 
-class OpenAIServer:
+class OpenAIServer(LocalServer):
     """Runs in a thread on 127.0.0.1 and a free port; ``base_url`` ends in ``/v1``."""
 
     def __init__(self) -> None:
@@ -45,14 +46,12 @@ class OpenAIServer:
         self.requests: list[RecordedRequest] = []
         self.chats = ChatGauge()
         self._lock = threading.Lock()
-        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>/v1``."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.url}/v1"
 
     def chat_requests(self) -> list[dict[str, Any]]:
         """The bodies of the chat-completion requests, oldest first."""
@@ -65,16 +64,6 @@ class OpenAIServer:
             self.behaviour = OpenAIBehaviour()
             self.requests.clear()
             self.chats = ChatGauge()
-
-    def start(self) -> OpenAIServer:
-        """Serve in the background."""
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:

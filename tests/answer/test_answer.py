@@ -97,7 +97,10 @@ def test_an_answerable_question_gets_a_sanitized_post_linked_answer(
     assert "<a" not in md and "[[9]]" not in md
     assert body["removed"]["citations"] == 1 and body["removed"]["links"] >= 1
     assert "**Sources**" in md
-    assert [s["step"] for s in body["trace"]][-2:] == ["generate", "sanitize"]
+    assert [s["step"] for s in body["trace"]][-3:] == ["generate", "sanitize", "log"]
+    steps = {s["step"]: s for s in body["trace"]}
+    assert steps["log"]["detail"] == {"stored": True}  # the ask log's write, timed
+    assert steps["evidence"]["detail"]["prompt_ms"] >= 0  # the prompt's build, timed
     assert body["timings"]["first_token_ms"] is not None
     assert body["usage"] == {"prompt_tokens": 42, "reply_tokens": len(REPLY.split())}
 

@@ -325,5 +325,8 @@ def test_the_sanitizer_is_linear_on_pathological_input(unit: str) -> None:
 def test_pathological_input_costs_about_what_prose_costs(unit: str) -> None:
     from tests.timing import relative_cost
 
-    cost = relative_cost(run, _repeat(unit, 25_000), _repeat("Caddy or nginx? ", 25_000))
+    # The yardstick is an answer's prose, with its citation and full stop: prose with no dot,
+    # colon, slash or "@" at all never reaches linkify-it, and costs a fraction of an answer.
+    prose = _repeat("Caddy or nginx? Use nginx [[1]]. ", 25_000)
+    cost = relative_cost(run, _repeat(unit, 25_000), prose)
     assert cost < 4, f"{unit!r} took {cost:.1f}x the time of prose of the same length"
