@@ -94,8 +94,10 @@ def write_chart(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # The settings' own rows, with a vector for every post (a --vectors public run is apart).
-    default = [r for r in rows if r.get("default", True) and r.get("vectors", "all") == "all"]
+    # The settings' own rows, with a vector for every post (a --vectors public run is apart);
+    # a run of public vectors only charts those.
+    kind = "all" if any(r.get("vectors", "all") == "all" for r in rows) else "public"
+    default = [r for r in rows if r.get("default", True) and r.get("vectors", "all") == kind]
     series: dict[str, list[dict[str, Any]]] = {}
     for r in default:
         label = r["stage"] if r["stage"] == "keyword" else f"{r['stage']} {r['dims']} {r['index']}"

@@ -49,11 +49,13 @@ class PostLinker:
         self.reader = PostFeatureReader(reader)
 
     def link(self, topics: Sequence[TopicHit], n: int, *, vector: Any, strategy: int,
-             chooser: Chooser, rule: LinkRule = ANSWER_RULE, trace: Trace | None = None
-             ) -> list[TopicHit]:
-        """``topics`` with the first ``n`` linked (``answers`` set); the rest unchanged."""
+             chooser: Chooser, rule: LinkRule = ANSWER_RULE, trace: Trace | None = None,
+             start: int = 0) -> list[TopicHit]:
+        """``topics`` with those from ``start`` to ``n`` linked (``answers`` set); the rest
+        unchanged. Each topic's choice reads that topic's posts and the keyword scores of all
+        ``topics``, so linking a list in two parts chooses as linking it at once."""
         trace = trace or Trace()
-        head = list(topics[:n])
+        head = list(topics[start:n])
         if not head:
             trace.skip("link", "no topic to link")
             return list(topics)
@@ -84,4 +86,4 @@ class PostLinker:
                                       post_similarity=sims))
             detail.update(reasons=dict(reasons),
                           changed=sum(1 for t in linked if t.link_id != t.best.post_id))
-        return linked + list(topics[n:])
+        return list(topics[:start]) + linked + list(topics[n:])

@@ -89,6 +89,8 @@ class SearchOutcome:
     trace: Trace
     legs: dict[str, int] = field(default_factory=dict)
     vector: Any = None  # the query's embedding (numpy array), None in keyword mode
+    # Every ranked topic, ``topics`` first: what the post chooser read (its keyword scores).
+    ranked: list[TopicHit] = field(default_factory=list)
 
 
 class SearchService:
@@ -213,13 +215,19 @@ class SearchService:
             trace.skip("embed", f"{config.mode.value} mode")
         post_k = self.first_post_k(n_topics)
         served_by = {"source": "request"} if options.fusion else self.served_by
+        # lift fusion reads the stored similarity of the posts only the keyword leg found: the
+        # keyword leg reads them for all its posts on its own connection (beside the semantic
+        # leg when the legs run at once), not in a round trip of its own after both.
+        lifted = config.fusion.method is FusionMethod.LIFT and vector is not None
         while True:
+            stored: dict[int, float] = {}
             rankings = self.leg_rankings(query, vector, legs, post_k, strategy, trace,
                                          skip_reason=f"{config.mode.value} mode",
-                                         exclude=options.exclude_topics)
+                                         exclude=options.exclude_topics,
+                                         similarities=stored if lifted else None)
             topics = rank_topics(rankings, config, trace, served_by=served_by,
                                  similarities=self.keyword_only_similarities(
-                                     rankings, config, vector, strategy))
+                                     rankings, config, vector, strategy, stored))
             if enough_topics(topics, rankings, n_topics, post_k):
                 break
             post_k = min(post_k * 2, MAX_POST_CANDIDATES)
@@ -234,12 +242,14 @@ class SearchService:
             trace=trace,
             legs={leg: len(hits) for leg, hits in rankings.items()},
             vector=vector,
+            ranked=topics,
         )
 
     def keyword_only_similarities(self, rankings: dict[str, list[PostHit]],
-                                  config: SearchConfig, vector: Any, strategy: int
-                                  ) -> dict[int, float]:
-        """``lift`` fusion: the stored similarities of posts only the keyword leg found."""
+                                  config: SearchConfig, vector: Any, strategy: int,
+                                  stored: dict[int, float] | None = None) -> dict[int, float]:
+        """``lift`` fusion: the stored similarities of posts only the keyword leg found
+        (taken from ``stored`` when the keyword leg read them, else read now)."""
         if config.fusion.method is not FusionMethod.LIFT or vector is None \
                 or len(rankings) < 2:
             return {}
@@ -247,6 +257,8 @@ class SearchService:
         missing = [h.post_id for h in rankings.get(Leg.KEYWORD, []) if h.post_id not in semantic]
         if not missing:
             return {}
+        if stored is not None:
+            return {pid: stored[pid] for pid in missing if pid in stored}
         with self.db.connection() as conn:
             return post_similarities(conn, model_id=self.model.id, strategy_id=strategy,
                                      dimensions=self.model.dimensions, vector=vector,
@@ -264,8 +276,12 @@ class SearchService:
     def leg_rankings(
         self, query: str, vector: Any, legs: tuple[Leg, ...], post_k: int, strategy: int,
         trace: Trace, *, skip_reason: str = "", exclude: frozenset[int] = frozenset(),
+        similarities: dict[int, float] | None = None,
     ) -> dict[str, list[PostHit]]:
         """Each leg's ``post_k`` best public posts (the semantic leg needs ``vector``).
+
+        ``similarities``, when given with a ``vector`` and both legs, is filled with the stored
+        similarity of each post the keyword leg found (those with a stored vector).
 
         With both legs to run (and ``parallel_legs``), the keyword leg runs on a worker thread
         while this one runs the semantic leg, each on its own pooled connection: a hybrid
@@ -276,10 +292,12 @@ class SearchService:
         keyword = Leg.KEYWORD in legs
         keyword_trace = Trace()
         pending: Future[list[PostHit]] | None = None
+        similar = (vector, strategy, similarities) \
+            if semantic and keyword and similarities is not None else None
         if semantic and keyword and self.settings.parallel_legs:
             # In this request's context (Flask's, logging's): the worker thread has none.
             pending = self.workers.submit(contextvars.copy_context().run, self.keyword_ranking,
-                                          query, post_k, keyword_trace, exclude)
+                                          query, post_k, keyword_trace, exclude, similar)
         rankings: dict[str, list[PostHit]] = {}
         try:
             if semantic:
@@ -295,7 +313,7 @@ class SearchService:
         if keyword:
             try:
                 rankings[Leg.KEYWORD] = pending.result() if pending is not None else \
-                    self.keyword_ranking(query, post_k, keyword_trace, exclude)
+                    self.keyword_ranking(query, post_k, keyword_trace, exclude, similar)
             finally:
                 trace.steps.extend(keyword_trace.steps)
         else:
@@ -323,8 +341,13 @@ class SearchService:
         return hits
 
     def keyword_ranking(self, query: str, post_k: int, trace: Trace,
-                        exclude: frozenset[int] = frozenset()) -> list[PostHit]:
-        """The keyword leg: BM25 in this node's Tantivy index, public posts only."""
+                        exclude: frozenset[int] = frozenset(),
+                        similar: tuple[Any, int, dict[int, float]] | None = None
+                        ) -> list[PostHit]:
+        """The keyword leg: BM25 in this node's Tantivy index, public posts only.
+
+        ``similar`` = (query vector, strategy, out): ``out`` gets the stored similarity of each
+        post found, read on the same connection (what ``lift`` fusion needs of them)."""
         with trace.step("keyword") as detail, self.db.connection() as conn:
             searcher = self.keyword.searcher()
             hits = [] if searcher is None else keyword_leg(
@@ -334,6 +357,12 @@ class SearchService:
             )
             detail.update(posts=len(hits), k=post_k, ts_config=self.settings.ts_config,
                           index="missing" if searcher is None else "tantivy")
+            if similar is not None and hits:
+                vector, strategy, out = similar
+                out.update(post_similarities(
+                    conn, model_id=self.model.id, strategy_id=strategy,
+                    dimensions=self.model.dimensions, vector=vector,
+                    post_ids=[h.post_id for h in hits]))
         return hits
 
     def url(self, post: PostRecord) -> str:
@@ -371,5 +400,19 @@ class SearchService:
     ) -> tuple[list[TopicResult], Trace]:
         """`POST /v1/search`: the best ``limit`` topics with post-level links."""
         trace = Trace()
-        outcome = self.find_topics(query, limit + 5, options, trace, details=details)
-        return self.hydrate(query, outcome.topics, limit, trace), trace
+        # Five topics more than shown stand in for shown ones no longer public at hydration;
+        # only the shown ones are linked first (the post chooser's query reads every public
+        # post of each topic), the spares when one of them is needed.
+        outcome = self.find_topics(query, limit + 5, options, trace, details=details,
+                                   link=limit)
+        results = self.hydrate(query, outcome.topics, limit, trace)
+        shown = {r.topic.topic_id for r in results}
+        if len(outcome.topics) > limit and any(t.topic_id not in shown
+                                               for t in outcome.topics[:limit]):
+            topics = self.linker.link(
+                outcome.ranked, len(outcome.topics), vector=outcome.vector,
+                strategy=options.strategy or self.settings.strategy,
+                chooser=options.chooser or Chooser(self.settings.link_chooser),
+                rule=self.link_rule, trace=trace, start=limit)
+            results = self.hydrate(query, topics[:len(outcome.topics)], limit, trace)
+        return results, trace

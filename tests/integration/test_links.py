@@ -85,3 +85,58 @@ def test_a_learned_rule_in_the_profile_is_the_one_served(demo_state: Any, tmp_pa
     first = found.topics[0]
     assert first.topic_id == 9 and first.link_id == 70  # this rule prefers the question
     assert first.link_reason == "learned rule (learned on 40 labelled topics)"
+
+
+def test_search_links_the_spare_topics_only_when_one_is_shown_and_links_them_alike(
+    demo_state: Any,
+) -> None:
+    import psycopg
+
+    from sidecar.core.trace import Trace
+    from sidecar.search.service import SearchOptions, SearchService
+    from tests.conftest import owner_url
+
+    svc: SearchService = demo_state.search
+    options = SearchOptions()
+
+    def shown(results: Any) -> list[tuple[int, int, str]]:
+        return [(r.topic.topic_id, r.post.post_id, r.topic.link_reason) for r in results]
+
+    def every_topic_linked(query: str, limit: int) -> list[tuple[int, int, str]]:
+        # What search() did before: the spares linked with the shown ones, then hydration.
+        outcome = svc.find_topics(query, limit + 5, options, Trace())
+        return shown(svc.hydrate(query, outcome.topics, limit))
+
+    query = "WireGuard behind CGNAT with a VPS relay and PersistentKeepalive"
+    for q in (query, "bank account", "quiet mini PC fan noise"):
+        results, trace = svc.search(q, 3, options)
+        assert shown(results) == every_topic_linked(q, 3), q
+        links = [s for s in trace.steps if s.step == "link"]
+        assert len(links) == 1 and links[0].detail["topics"] == 3  # the spares waited
+
+    # Topic 9 (first) stops being public between the legs and hydration: a spare is shown,
+    # linked as it is when every topic is linked at once.
+    find_topics = svc.find_topics
+
+    def then_hidden(*args: Any, **kwargs: Any) -> Any:
+        outcome = find_topics(*args, **kwargs)
+        with psycopg.connect(owner_url(demo_state.db.url), autocommit=True) as forum:
+            forum.execute("UPDATE topics SET visible = false WHERE id = 9")
+        return outcome
+
+    def shown_again() -> None:
+        with psycopg.connect(owner_url(demo_state.db.url), autocommit=True) as forum:
+            forum.execute("UPDATE topics SET visible = true WHERE id = 9")
+
+    try:
+        svc.find_topics = then_hidden  # type: ignore[method-assign]
+        results, trace = svc.search(query, 3, options)
+        shown_again()
+        expected = every_topic_linked(query, 3)
+    finally:
+        svc.find_topics = find_topics  # type: ignore[method-assign]
+        shown_again()
+    assert 9 not in [t for t, _, _ in shown(results)] and len(results) == 3
+    assert shown(results) == expected
+    assert next(s.detail["topics"] for s in trace.steps if s.step == "link") == 3
+    assert sum(1 for s in trace.steps if s.step == "link") == 2

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.core.fusion import Fusion, FusionMethod
 from sidecar.core.trace import Trace
 from sidecar.core.types import Mode
 from sidecar.search.service import SearchOptions, SearchService
@@ -85,3 +86,26 @@ def test_a_failing_keyword_leg_fails_the_search_and_says_so(demo_state: Any) -> 
     # The pool got both connections back: a search right after works.
     svc.keyword = demo_state.search.keyword
     assert svc.find_topics("bank account", 5, HYBRID).topics
+
+
+def test_lift_reads_the_keyword_posts_similarities_on_its_leg_as_it_would_apart(
+    demo_state: Any,
+) -> None:
+    # lift fusion scores the posts only the keyword leg found with their stored similarity:
+    # read by the keyword leg on its own connection, they are those read in a query apart.
+    for parallel in (True, False):
+        svc = service(demo_state, parallel=parallel)
+        config = svc.config(SearchOptions(mode=Mode.HYBRID, fusion=Fusion(FusionMethod.LIFT)))
+        assert config.fusion.method is FusionMethod.LIFT and len(config.legs()) == 2
+        strategy = demo_state.settings.strategy
+        compared = 0
+        for query in QUERIES:
+            vector = svc.embedder.embed([query], kind="query")[0]
+            stored: dict[int, float] = {}
+            rankings = svc.leg_rankings(query, vector, config.legs(), 5, strategy, Trace(),
+                                        similarities=stored)
+            apart = svc.keyword_only_similarities(rankings, config, vector, strategy)
+            assert svc.keyword_only_similarities(rankings, config, vector, strategy,
+                                                 stored) == apart
+            compared += len(apart)
+        assert compared > 0  # some posts were found by the keyword leg alone
