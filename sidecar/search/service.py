@@ -348,21 +348,25 @@ class SearchService:
 
         ``similar`` = (query vector, strategy, out): ``out`` gets the stored similarity of each
         post found, read on the same connection (what ``lift`` fusion needs of them)."""
-        with trace.step("keyword") as detail, self.db.connection() as conn:
+        with trace.step("keyword") as detail:
+            # The searcher before the connection: finding the index may read the database, and
+            # a thread that waits for a second connection while it holds one starves the pool.
             searcher = self.keyword.searcher()
-            hits = [] if searcher is None else keyword_leg(
-                conn, searcher, ts_config=self.settings.ts_config, query=query,
-                k=post_k, max_words=self.settings.keyword_max_words,
-                question_words=self.settings.keyword_question_words, exclude_topics=exclude,
-            )
-            detail.update(posts=len(hits), k=post_k, ts_config=self.settings.ts_config,
-                          index="missing" if searcher is None else "tantivy")
-            if similar is not None and hits:
-                vector, strategy, out = similar
-                out.update(post_similarities(
-                    conn, model_id=self.model.id, strategy_id=strategy,
-                    dimensions=self.model.dimensions, vector=vector,
-                    post_ids=[h.post_id for h in hits]))
+            with self.db.connection() as conn:
+                hits = [] if searcher is None else keyword_leg(
+                    conn, searcher, ts_config=self.settings.ts_config, query=query,
+                    k=post_k, max_words=self.settings.keyword_max_words,
+                    question_words=self.settings.keyword_question_words,
+                    exclude_topics=exclude,
+                )
+                detail.update(posts=len(hits), k=post_k, ts_config=self.settings.ts_config,
+                              index="missing" if searcher is None else "tantivy")
+                if similar is not None and hits:
+                    vector, strategy, out = similar
+                    out.update(post_similarities(
+                        conn, model_id=self.model.id, strategy_id=strategy,
+                        dimensions=self.model.dimensions, vector=vector,
+                        post_ids=[h.post_id for h in hits]))
         return hits
 
     def url(self, post: PostRecord) -> str:
