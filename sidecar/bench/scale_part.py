@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from sidecar.bench import scale_alt as alt
 from sidecar.bench import scale_legs as legs
 from sidecar.bench import scale_plan as sp
 from sidecar.bench import scale_seeds as seeds
@@ -105,6 +106,9 @@ class ScaleRun:
         self.sweep: dict[str, list[Any]] = dict(ex.get("sweep") or {})
         self.hybrid = bool(ex.get("hybrid", True))
         self.kinds = list(ex.get("indexes") or ("halfvec", "binary"))
+        # --alt-index: an HNSW library beside pgvector on the same vectors (scale_alt.py).
+        self.alts = list(ex.get("alt_indexes") or [])
+        self.alt_ef = list(ex.get("alt_ef") or alt.DEFAULT_EF)
         # "all": a vector for every post, private ones too (the public filter's worst case);
         # "public": only the public posts', as the sidecar's own backfill stores them.
         self.vectors = str(ex.get("vectors") or "all")
@@ -240,9 +244,11 @@ class ScaleRun:
         exact_ids, exact_sims = sv.exact_public_top_k(data, public, queries, self.post_k)
         meta[f"exact_{dims}_s"] = time.perf_counter() - t0
         mem = s.index_build_mem or f"{max(256, min(8192, 2 * data.nbytes // 2**20))}MB"
-        del data
         truth = [[int(i) for i, v in zip(ids, sims, strict=True) if np.isfinite(v)]
                  for ids, sims in zip(exact_ids, exact_sims, strict=True)]
+        for kind in self.alts:
+            self.run_alt(db, n, dims, kind, data, public, queries, truth, exact_sims)
+        del data
         texts = self.source.query_texts
         for (m, efc), kind in itertools.product(self.builds, self.kinds):
             build_s, size_mb = _build(url, model, kind, m, efc, mem)
@@ -285,6 +291,25 @@ class ScaleRun:
                 conn.execute(f'DROP INDEX "{iname}"')
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("TRUNCATE ai_posts_embeddings")
+
+
+    def run_alt(self, db: Database, n: int, dims: int, kind: str, data: np.ndarray,
+                public: np.ndarray, queries: np.ndarray, truth: list[list[int]],
+                exact_sims: np.ndarray) -> None:
+        """The alternative index on the same public vectors, at each search effort."""
+        s = self.settings
+        built = alt.build(kind, data, public, m=s.hnsw_m, ef_construction=s.hnsw_ef_construction)
+        for number, ef in enumerate(self.alt_ef):
+            run = alt.run(db, built, queries, public, self.post_k, ef,
+                          warm=len(queries) if number == 0 else legs.WARMUP)
+            self._row(n, "semantic", run, dims=dims, index=kind,
+                      recall_at_10=legs.recall(run.found, truth),
+                      recall_at_100=round(legs.recall(run.found, truth, self.post_k), 4),
+                      epsilon_recall_at_10=round(legs.epsilon_recall(run.scores, exact_sims), 4),
+                      build_s=built.build_s, size_mb=built.size_mb, default=False,
+                      config={"m": s.hnsw_m, "ef_construction": s.hnsw_ef_construction,
+                              "ef_search": ef, "library": kind})
+        del built
 
 
 def run(ctx: BenchContext) -> list[BenchTable]:

@@ -29,6 +29,8 @@ def config_label(row: dict[str, Any]) -> str:
     if "max_words" in c:  # the keyword leg
         words = f"rarest {c['max_words']} words" if c["max_words"] else "every word"
         return words + (" *" if row.get("default") else "")
+    if "library" in c:  # an index beside pgvector's (scale_alt.py)
+        return f"{c['library']} m{c['m']}/efc{c['ef_construction']} ef{row.get('ef_search')}"
     ef = f"ef{c['ef_search_min']}"
     if row.get("ef_search") not in (None, c["ef_search_min"]):
         # Scaled by the index's public share (sidecar/db/vector_share.py): what the scan used.

@@ -40,7 +40,8 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
                  hnsw: str | None, ef_search: str | None, iterative_scan: str | None,
                  max_scan_tuples: str | None, overfetch: str | None, hybrid: bool,
                  vectors: str = "all", indexes: tuple[str, ...] = (),
-                 keyword_max_words: str | None = None, keyword_only: bool = False
+                 keyword_max_words: str | None = None, keyword_only: bool = False,
+                 alt_indexes: tuple[str, ...] = (), alt_ef: str | None = None
                  ) -> dict[str, Any]:
     """The scale part's options as ``BenchContext.extras``."""
     scans = _words(iterative_scan)
@@ -53,7 +54,8 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
             "dims": _ints(dims), "hnsw": _builds(hnsw),
             "sweep": {k: v for k, v in sweep.items() if v}, "hybrid": hybrid,
             "vectors": vectors, "indexes": list(indexes),
-            "keyword_max_words": _ints(keyword_max_words) or [], "keyword_only": keyword_only}
+            "keyword_max_words": _ints(keyword_max_words) or [], "keyword_only": keyword_only,
+            "alt_indexes": list(alt_indexes), "alt_ef": _ints(alt_ef)}
 
 
 @click.command()
@@ -95,6 +97,11 @@ def scale_extras(dump: Path | None, posts: str | None, private_share: float, dim
                    "the public posts only (what the backfill stores).")
 @click.option("--keyword-max-words",
               help="scale: also time the keyword leg with these word limits (0: every word).")
+@click.option("--alt-index", "alt_indexes", multiple=True, type=click.Choice(["usearch"]),
+              help="scale: also an HNSW library beside pgvector on the same public vectors, "
+                   "followed by the same public filter in SQL (repeatable).")
+@click.option("--alt-ef", help="scale: the alternative index's ef_search values "
+                               "(default 100,200,400).")
 @click.option("--keyword-only", is_flag=True,
               help="scale: the keyword leg only (no vectors, semantic leg or hybrid).")
 @click.pass_obj
@@ -102,8 +109,8 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
           posts: str | None, private_share: float, dims: str | None, hnsw: str | None,
           ef_search: str | None, iterative_scan: str | None, max_scan_tuples: str | None,
           overfetch: str | None, hybrid: bool, indexes: tuple[str, ...], vectors: str,
-          keyword_max_words: str | None, keyword_only: bool, train_minutes: float | None
-          ) -> None:
+          keyword_max_words: str | None, keyword_only: bool, alt_indexes: tuple[str, ...],
+          alt_ef: str | None, train_minutes: float | None) -> None:
     """Measure speed: models, vector search, backfill, end-to-end HTTP, rerank chain, and
     (``--part scale``) search on forums of up to a million posts."""
     from sidecar.bench.runner import DEFAULT_PARTS, run_bench
@@ -111,7 +118,7 @@ def bench(settings: Settings, out: Path, parts: tuple[str, ...], quick: bool, du
     chosen = list(parts) or list(DEFAULT_PARTS)
     scale = scale_extras(dump, posts, private_share, dims, hnsw, ef_search, iterative_scan,
                          max_scan_tuples, overfetch, hybrid, vectors, indexes,
-                         keyword_max_words, keyword_only)
+                         keyword_max_words, keyword_only, alt_indexes, alt_ef)
     extras = {"scale": scale, "related": scale, "seeds": {"dump": dump},
               "rerank": {"dump": dump, "train_minutes": train_minutes},
               "train-embedder": {"dump": dump, "train_minutes": train_minutes}}

@@ -91,6 +91,32 @@ def test_the_keyword_leg_alone_with_another_word_limit(tmp_path: Path,
     assert all(r["private_returned"] == 0 and r["queries"] == 36 for r in rows)
 
 
+def test_an_alternative_index_is_measured_beside_pgvector(tmp_path: Path,
+                                                        eval_settings: Any) -> None:
+    pytest.importorskip("usearch")
+    ctx = BenchContext(eval_settings, tmp_path / "out" / "scale", extras={
+        "dump": DEMO, "posts": [2000], "private_share": 0.5, "dims": [384],
+        "indexes": ["halfvec"], "hybrid": False, "vectors": "public",
+        "alt_indexes": ["usearch"], "alt_ef": [10, 200]})
+    ctx.out_dir.mkdir(parents=True)
+    scale_part.run(ctx)
+    rows = [r for r in json.loads((tmp_path / "out" / "scale.json").read_text())["rows"]
+            if r["stage"] == "semantic"]
+    # The library at each ef (k = 100 is the floor: both search 100 or more), then pgvector.
+    assert [(r["index"], r["default"]) for r in rows] == [
+        ("usearch", False), ("usearch", False), ("halfvec", True)]
+    assert [r["config"]["ef_search"] for r in rows[:2]] == [10, 200]
+    assert [r["ef_search"] for r in rows[:2]] == [100, 200]
+    for row in rows:
+        assert row["private_returned"] == 0 and row["queries"] == 36
+        # Over 1,000 public vectors with ef >= k, HNSW finds nearly the exact top 10.
+        assert 0.9 <= row["recall_at_10"] <= 1.0, row
+    for row in rows[:2]:  # the library's own search is part of the leg's time
+        assert 0 < row["index_p50_ms"] <= row["p50_ms"]
+        assert row["build_s"] > 0 and row["size_mb"] > 0
+        assert row["config"]["m"] == eval_settings.hnsw_m
+
+
 def test_generated_forum_hides_what_the_plan_hides(db_url: str) -> None:
     """Every kind of private post the plan makes is private to the sidecar's own rule."""
     upgrade(db_url)  # the sidecar's own forum tables, as the part's scratch database has them
