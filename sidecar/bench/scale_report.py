@@ -121,15 +121,40 @@ def write_chart(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_xlabel("posts in the forum")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # rows without a build time draw no line
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def merge(paths: list[Path], out_dir: Path) -> ScaleReport:
+def row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two runs' rows the same measurement: size, stage, index and knobs."""
+    return (row["posts"], row["stage"], row.get("dims"), row.get("index"), row.get("vectors"),
+            json.dumps(row.get("config") or {}, sort_keys=True))
+
+
+def median_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per measurement of several runs: the run whose p95 is the median (the lower
+    middle of an even count), so its other figures are one run's, not a blend; ``runs``
+    counts the runs and ``p95_ms_runs`` lists their p95s, the spread."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row_key(row), []).append(row)
+    out = []
+    for same in groups.values():
+        ranked = sorted(same, key=lambda r: r["p95_ms"])
+        middle = dict(ranked[(len(ranked) - 1) // 2])
+        middle["runs"] = len(same)
+        middle["p95_ms_runs"] = [r["p95_ms"] for r in same]
+        out.append(middle)
+    return out
+
+
+def merge(paths: list[Path], out_dir: Path, medians: bool = False) -> ScaleReport:
     """One report from the ``scale.json`` of several runs (e.g. the smaller sizes and the 1M
-    run, measured apart): rows in order, meta per run."""
+    run, measured apart): rows in order, meta per run; with ``medians``, repeated runs of the
+    same measurement become their median row (:func:`median_rows`)."""
     rows: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
     for path in paths:
@@ -139,14 +164,19 @@ def merge(paths: list[Path], out_dir: Path) -> ScaleReport:
         rows += data["rows"]
         runs.append(data["meta"])
     notes = list(runs[0].get("notes", [])) if runs else []
+    if medians:
+        rows = median_rows(rows)
+        notes.append(f"the median of {len(paths)} runs' p95 per row (p95_ms_runs: each run's).")
     report = ScaleReport(out_dir, {"runs": runs, "notes": notes})
     report.rows = sorted(rows, key=lambda r: r["posts"])  # stable: each run's order kept
     report.write(chart=True)
     return report
 
 
-if __name__ == "__main__":  # python -m sidecar.bench.scale_report A/scale.json B/scale.json OUT
+if __name__ == "__main__":  # python -m sidecar.bench.scale_report [--medians] A/scale.json … OUT
     import sys
 
-    *inputs, target = sys.argv[1:]
-    print(merge([Path(p) for p in inputs], Path(target)).table().to_markdown())
+    args = sys.argv[1:]
+    medians = "--medians" in args
+    *inputs, target = [a for a in args if a != "--medians"]
+    print(merge([Path(p) for p in inputs], Path(target), medians).table().to_markdown())

@@ -15,7 +15,7 @@ from sidecar.bench import scale_part
 from sidecar.bench import scale_plan as sp
 from sidecar.bench.report import BenchContext
 from sidecar.bench.scale_forum import count_public, import_source, write_forum
-from sidecar.bench.scale_report import config_label
+from sidecar.bench.scale_report import config_label, merge
 from sidecar.db.migrate import upgrade
 
 DEMO = Path(__file__).resolve().parents[2] / "sidecar" / "demo"
@@ -115,6 +115,29 @@ def test_an_alternative_index_is_measured_beside_pgvector(tmp_path: Path,
         assert 0 < row["index_p50_ms"] <= row["p50_ms"]
         assert row["build_s"] > 0 and row["size_mb"] > 0
         assert row["config"]["m"] == eval_settings.hnsw_m
+
+
+def test_runs_merge_into_their_median_rows(tmp_path: Path) -> None:
+    """Three runs of the same measurements: each row is the run whose p95 is the middle one,
+    whole (its p50 is that run's), with every run's p95 beside it."""
+    def row(posts: int, stage: str, p50: float, p95: float) -> dict[str, Any]:
+        return {"posts": posts, "private_share": 0.5, "stage": stage, "dims": 1024,
+                "index": "halfvec", "p50_ms": p50, "p95_ms": p95, "default": True,
+                "config": {"m": 16, "ef_construction": 128, "ef_search_min": 600,
+                           "scan_order": "relaxed_order"}}
+    paths = []
+    for number, (a, b) in enumerate([(30.0, 12.0), (20.0, 18.0), (40.0, 15.0)]):
+        path = tmp_path / f"run{number}" / "scale.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({"meta": {"vectors": "public"}, "rows": [
+            row(1_000_000, "hybrid", a / 2, a), row(100_000, "semantic", b - 1, b)]}))
+        paths.append(path)
+    report = merge(paths, tmp_path / "merged", medians=True)
+    assert [(r["posts"], r["stage"], r["p95_ms"], r["p50_ms"], r["runs"]) for r in report.rows] \
+        == [(100_000, "semantic", 15.0, 14.0, 3), (1_000_000, "hybrid", 30.0, 15.0, 3)]
+    assert report.rows[1]["p95_ms_runs"] == [30.0, 20.0, 40.0]
+    # Without medians every run's row stays.
+    assert len(merge(paths, tmp_path / "all").rows) == 6
 
 
 def test_generated_forum_hides_what_the_plan_hides(db_url: str) -> None:
