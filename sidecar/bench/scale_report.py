@@ -166,7 +166,8 @@ def merge(paths: list[Path], out_dir: Path, medians: bool = False) -> ScaleRepor
     notes = list(runs[0].get("notes", [])) if runs else []
     if medians:
         rows = median_rows(rows)
-        notes.append(f"the median of {len(paths)} runs' p95 per row (p95_ms_runs: each run's).")
+        notes.append("each row: the run of the median p95 among the runs that measured it "
+                     "(runs: how many; p95_ms_runs: each one's p95).")
     report = ScaleReport(out_dir, {"runs": runs, "notes": notes})
     report.rows = sorted(rows, key=lambda r: r["posts"])  # stable: each run's order kept
     report.write(chart=True)
