@@ -99,7 +99,7 @@ class RelatedRun(ScaleRun):
         texts = self.source.query_texts
         queries = sv.to_dims(self.source.query_vectors, dims)
         # Warmed as the scale part warms its first variant, by one untimed pass of every
-        # question: the index, just built, is in the OS cache and not yet in PostgreSQL's.
+        # question, so the two parts time the same call on the same state of the index.
         search = legs.run_hybrid(db, model, s, index, texts, queries, plan.public,
                                  warm=len(texts))
         self._row(n, "search", search, build_s=build_s, size_mb=size_mb, **common)

@@ -292,7 +292,6 @@ class ScaleRun:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("TRUNCATE ai_posts_embeddings")
 
-
     def run_alt(self, db: Database, n: int, dims: int, kind: str, data: np.ndarray,
                 public: np.ndarray, queries: np.ndarray, truth: list[list[int]],
                 exact_sims: np.ndarray) -> None:
