@@ -135,13 +135,13 @@ class RelatedRun(ScaleRun):
         runs = []
         for expected in ("miss", "hit"):
             started = time.perf_counter()
-            ms, outs, cpu = legs._timed(lambda i: service.related(topics[i], LIMIT),
+            ms, outs, cpu = legs.timed_calls(lambda i: service.related(topics[i], LIMIT),
                                         len(topics), 0, pids)
             shown = [[r["post"]["id"] for r in out.results] for out in outs]
             asked_private = sum(1 for t in topics if plan.topic_kind[t - 1] != sp.PUBLIC)
             runs.append(legs.StageRun(
                 ms, [[r["topic_id"] for r in out.results] for out in outs],
-                legs._leaks(shown, plan.public) + asked_private,
+                legs.private_leaks(shown, plan.public) + asked_private,
                 extra={"cpu_ms": cpu, "topics": len(topics), "limit": LIMIT,
                        **legs.step_costs([out.trace for out in outs]),
                        "cache_as_expected": sum(1 for o in outs if o.cache == expected),

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.bench.scale_legs import StageRun, _leaks, _timed
+from sidecar.bench.scale_legs import StageRun, private_leaks, timed_calls
 from sidecar.db import Database
 from sidecar.db.public import public_post_ids
 
@@ -77,10 +77,10 @@ def run(db: Database, alt: AltIndex, queries: npt.NDArray[np.float32],
                  if pid in keep]
         return [p for p, _ in pairs], [s for _, s in pairs]
 
-    ms, out, cpu = _timed(call, len(queries), warm, pids)
+    ms, out, cpu = timed_calls(call, len(queries), warm, pids)
     found = [ids for ids, _ in out]
     timed = search_ms[-len(queries):]
-    return StageRun(ms, found, _leaks(found, public),
+    return StageRun(ms, found, private_leaks(found, public),
                     extra={"cpu_ms": cpu, "ef_search": max(ef, k),
                            "index_p50_ms": float(np.percentile(timed, 50)),
                            "index_p95_ms": float(np.percentile(timed, 95))},

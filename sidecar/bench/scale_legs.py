@@ -98,7 +98,7 @@ def _backend_ticks(pids: set[int]) -> dict[int, int]:
     return ticks
 
 
-def _timed(call: Callable[[int], Any], n: int, warm: int, pids: set[int]
+def timed_calls(call: Callable[[int], Any], n: int, warm: int, pids: set[int]
            ) -> tuple[list[float], list[Any], float | None]:
     """Latencies and results of ``call`` over ``n`` queries after ``warm`` untimed ones, and
     the mean CPU ms per query of this process and the backends it used (``pids``, filled by
@@ -120,7 +120,8 @@ def _timed(call: Callable[[int], Any], n: int, warm: int, pids: set[int]
     return ms, out, (cpu + backend) * 1000 / n
 
 
-def _leaks(found: Sequence[Sequence[int]], public: npt.NDArray[np.bool_]) -> int:
+def private_leaks(found: Sequence[Sequence[int]], public: npt.NDArray[np.bool_]) -> int:
+    """How many of the ids ``found`` (post ids, 1-based) are not public in ``public``."""
     return sum(1 for ids in found for pid in ids if not public[pid - 1])
 
 
@@ -140,9 +141,9 @@ def run_keyword(db: Database, index: KeywordIndex, settings: Settings, texts: li
                                max_words=settings.keyword_max_words,
                                question_words=settings.keyword_question_words)
 
-    ms, hits, cpu = _timed(call, len(texts), warm, pids)
+    ms, hits, cpu = timed_calls(call, len(texts), warm, pids)
     found = [[h.post_id for h in h_list] for h_list in hits]
-    return StageRun(ms, found, _leaks(found, public), extra={"cpu_ms": cpu}), hits
+    return StageRun(ms, found, private_leaks(found, public), extra={"cpu_ms": cpu}), hits
 
 
 def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
@@ -168,9 +169,9 @@ def run_semantic(db: Database, model: RegisteredModel, variant: SemanticVariant,
                                 max_scan_tuples=variant.max_scan_tuples,
                                 public_share=share)
 
-    ms, hits, cpu = _timed(call, len(vectors), warm, pids)
+    ms, hits, cpu = timed_calls(call, len(vectors), warm, pids)
     found = [[h.post_id for h in h_list] for h_list in hits]
-    return StageRun(ms, found, _leaks(found, public),
+    return StageRun(ms, found, private_leaks(found, public),
                     extra={"short": sum(1 for f in found if len(f) < k), "cpu_ms": cpu,
                            "public_share": round(share, 4), "share_ms": round(share_ms, 1),
                            "ef_search": scaled_ef_search(variant.ef_search_min, share,
@@ -221,11 +222,11 @@ def run_hybrid(db: Database, model: RegisteredModel, settings: Settings, index: 
     def call(i: int) -> Any:
         return service.search(texts[i], K, options)
 
-    ms, results, cpu = _timed(call, len(texts), warm, pids)
+    ms, results, cpu = timed_calls(call, len(texts), warm, pids)
     pages = [page for page, _ in results]
     posts = [[r.post.post_id for r in page] for page in pages]
     topics = [[r.topic.topic_id for r in page] for page in pages]
-    return StageRun(ms, topics, _leaks(posts, public),
+    return StageRun(ms, topics, private_leaks(posts, public),
                     extra={"cpu_ms": cpu, **step_costs([trace for _, trace in results])})
 
 
